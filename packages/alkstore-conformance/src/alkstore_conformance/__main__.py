@@ -1,0 +1,58 @@
+"""``python -m alkstore_conformance URL [pytest args]``: run the suite on an engine.
+
+The engine is found through the ``alkstore.engines`` entry points like any
+``alkstore.open(URL)``; engine options can be given as JSON with
+``--engine-opts '{"schema": "x"}'``. Each test gets a fresh database when the
+engine registers conformance hooks (the in-repo engines do).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from alkstore import InvalidArgument
+from alkstore._open import url_scheme
+
+from .url_suite import OPTS_VAR, URL_VAR
+
+USAGE = "usage: python -m alkstore_conformance URL [--engine-opts JSON] [pytest args...]"
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in {"-h", "--help"}:
+        print(USAGE)
+        print(__doc__)
+        return 0 if argv else 2
+    url, rest = argv[0], argv[1:]
+    try:
+        url_scheme(url)
+    except InvalidArgument as exc:
+        print(f"alkstore_conformance: {exc}", file=sys.stderr)
+        return 2
+    opts = "{}"
+    if rest[:1] == ["--engine-opts"] and len(rest) >= 2:
+        opts, rest = rest[1], rest[2:]
+        json.loads(opts)
+    os.environ[URL_VAR] = url
+    os.environ[OPTS_VAR] = opts
+    here = Path(__file__).resolve().parent
+    args = [
+        str(here / "url_suite.py"),
+        "-c",
+        str(here / "pytest.ini"),
+        "--rootdir",
+        os.getcwd(),
+        "-p",
+        "no:cacheprovider",
+        *rest,
+    ]
+    return int(pytest.main(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,107 @@
+"""The base every ``<Area>Contract`` mixin builds on: fixtures and helpers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from multiprocessing.context import SpawnProcess
+from typing import Any, ClassVar, TypeVar
+
+import pytest
+
+from alkstore import Capability, Store
+
+from ._factory import StoreFactory, hooks_for
+
+__all__ = ["ContractBase", "eventually", "spawn", "unique"]
+
+T = TypeVar("T")
+
+#: Upper bound for "eventually" checks. Generous: the suite must not flake on
+#: a loaded machine, and a passing check returns as soon as it holds.
+EVENTUALLY_S = 10.0
+
+
+def unique(prefix: str = "q") -> str:
+    """A name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def eventually(
+    probe: Callable[[], T], timeout_s: float = EVENTUALLY_S, interval_s: float = 0.01
+) -> T:
+    """Call *probe* until it returns something truthy and return that, or fail
+    the test after *timeout_s*."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"condition not met within {timeout_s} s (last value: {value!r})")
+        time.sleep(interval_s)
+
+
+def spawn(target: Callable[..., object], *args: Any) -> SpawnProcess:
+    """Start *target(*args)* in a fresh interpreter (``spawn``: no inherited
+    threads, locks or connections). *target* must be importable."""
+    proc = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
+    proc.start()
+    return proc
+
+
+class ContractBase:
+    """Fixtures shared by every contract mixin.
+
+    An engine overrides :meth:`store_factory`; everything else follows.
+    ``known_failures`` maps test names to reasons; each becomes a strict xfail.
+    """
+
+    known_failures: ClassVar[Mapping[str, str]] = {}
+
+    @pytest.fixture
+    def store_factory(self) -> StoreFactory:
+        """Override: return a :class:`StoreFactory` on a fresh isolated database."""
+        pytest.fail("the engine's contract class must override the store_factory fixture")
+
+    @pytest.fixture
+    def store(self, store_factory: StoreFactory) -> Iterator[Store]:
+        """A store on the test's database, closed afterwards."""
+        opened = store_factory.open()
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+    @pytest.fixture(autouse=True)
+    def _capability_gate(self, request: pytest.FixtureRequest) -> None:
+        needed: list[Capability] = [
+            Capability(c) for m in request.node.iter_markers("requires") for c in m.args
+        ]
+        if not needed:
+            return
+        store: Store = request.getfixturevalue("store")
+        missing = [c for c in needed if c not in store.capabilities]
+        if missing:
+            pytest.skip(
+                "engine does not declare " + ", ".join(sorted(str(c) for c in missing))
+            )
+
+    @pytest.fixture
+    def transient_failure(
+        self, store_factory: StoreFactory
+    ) -> Iterator[Callable[[], object]]:
+        """A call that the engine reports as ``TransientError`` (E-2), from the
+        engine's conformance hooks."""
+        cm: AbstractContextManager[Callable[[], object]]
+        try:
+            cm = hooks_for(store_factory.scheme).transient_failure(
+                store_factory.url, store_factory.opts
+            )
+        except NotImplementedError as exc:
+            pytest.fail(str(exc))
+        with cm as call:
+            yield call

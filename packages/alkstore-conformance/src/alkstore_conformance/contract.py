@@ -1,0 +1,47 @@
+"""``StoreContract``: the whole suite in one class an engine subclasses."""
+
+from __future__ import annotations
+
+from .contract_basics import BasicsContract
+from .contract_coverage import CoverageContract
+from .contract_errors import ErrorContract
+from .contract_lock import LockContract
+from .contract_notify import NotificationContract
+from .contract_outbox import OutboxContract
+from .contract_queue import QueueContract
+from .contract_scheduler import SchedulerContract
+from .contract_selfcheck import SelfCheckContract
+from .contract_store import LifecycleContract
+from .contract_stream import StreamContract
+from .contract_transaction import TransactionContract
+from .contract_worker import WorkerContract
+
+__all__ = ["StoreContract"]
+
+
+class StoreContract(
+    LifecycleContract,
+    BasicsContract,
+    ErrorContract,
+    QueueContract,
+    TransactionContract,
+    OutboxContract,
+    StreamContract,
+    LockContract,
+    NotificationContract,
+    SchedulerContract,
+    WorkerContract,
+    SelfCheckContract,
+    CoverageContract,
+):
+    """Every area of the contract. Subclass it in one test file and override
+    the ``store_factory`` fixture::
+
+        import pytest
+        from alkstore_conformance import StoreContract, StoreFactory
+
+        class TestMyEngine(StoreContract):
+            @pytest.fixture
+            def store_factory(self, tmp_path):
+                return StoreFactory(f"myengine:///{tmp_path}/db")
+    """

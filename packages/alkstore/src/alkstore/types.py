@@ -1,0 +1,285 @@
+"""Value types of the contract (SPEC §3-§10).
+
+All are frozen dataclasses or enums, checked when built: a bad value raises
+:class:`~alkstore.errors.InvalidArgument` before anything reaches a database.
+Durations are seconds (``*_s``, ``int`` or ``float``, kept as ``float``);
+timestamps are timezone-aware UTC ``datetime`` objects (C-4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from .errors import InvalidArgument
+
+__all__ = [
+    "MAX_DURATION_S",
+    "MAX_PRIORITY",
+    "MIN_PRIORITY",
+    "EnqueueOpts",
+    "Event",
+    "JobInfo",
+    "JobState",
+    "Notification",
+    "QueueOpts",
+    "QueueStats",
+    "Schedule",
+    "SweepResult",
+]
+
+#: Longest accepted duration: a hundred years. Longer values are mistakes, and
+#: would overflow date arithmetic in one database or another.
+MAX_DURATION_S = 100 * 365.25 * 86400.0
+#: Priorities are 32-bit signed integers on every engine.
+MIN_PRIORITY = -(2**31)
+MAX_PRIORITY = 2**31 - 1
+_MAX_ATTEMPTS = 2**31 - 1
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_duration(
+    name: str, value: object, *, allow_zero: bool = True, allow_none: bool = False
+) -> float | None:
+    """Validate a duration in seconds and return it as a float (C-4)."""
+    if value is None:
+        if allow_none:
+            return None
+        raise InvalidArgument(f"{name} is required")
+    if not _is_number(value):
+        raise InvalidArgument(f"{name} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(seconds):
+        raise InvalidArgument(f"{name} must be finite, got {value!r}")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidArgument(f"{name} must be {bound}, got {value!r}")
+    if seconds > MAX_DURATION_S:
+        raise InvalidArgument(f"{name} must be at most {MAX_DURATION_S:.0f} s, got {value!r}")
+    return seconds
+
+
+def check_int(name: str, value: object, lo: int, hi: int) -> int:
+    """Validate an integer (``bool`` refused) within ``[lo, hi]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{name} must be an int, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise InvalidArgument(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+def check_aware(name: str, value: object) -> datetime:
+    """Validate a timezone-aware ``datetime``: naive times are ambiguous."""
+    if not isinstance(value, datetime):
+        raise InvalidArgument(f"{name} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise InvalidArgument(f"{name} must be timezone-aware, got naive {value!r}")
+    return value
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    object.__setattr__(obj, name, value)
+
+
+class JobState(str, Enum):
+    """Where a job is in its life: ``pending -> processing -> dead``.
+
+    ``ack`` and ``cancel`` delete the row, so a finished job has no state.
+    """
+
+    PENDING = "pending"
+    PROCESSING = "processing"
+    DEAD = "dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class QueueOpts:
+    """Queue-level defaults, stamped on each job at enqueue (Q-1).
+
+    Defaults: 300 s visibility timeout, 3 attempts, 5 s backoff base, dead
+    rows kept until a person deletes them.
+    """
+
+    visibility_timeout_s: float = 300.0
+    max_attempts: int = 3
+    backoff_base_s: float = 5.0
+    dead_letter_retention_s: float | None = None
+
+    def __post_init__(self) -> None:
+        _set(
+            self,
+            "visibility_timeout_s",
+            check_duration("visibility_timeout_s", self.visibility_timeout_s, allow_zero=False),
+        )
+        check_int("max_attempts", self.max_attempts, 1, _MAX_ATTEMPTS)
+        _set(self, "backoff_base_s", check_duration("backoff_base_s", self.backoff_base_s))
+        _set(
+            self,
+            "dead_letter_retention_s",
+            check_duration(
+                "dead_letter_retention_s", self.dead_letter_retention_s, allow_none=True
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class EnqueueOpts:
+    """Per-job options. ``delay_s`` and ``run_at`` exclude each other;
+    ``max_attempts`` overrides the queue handle's; ``expires_s`` sets the
+    job's ``expires_at`` relative to the enqueue (Q-15)."""
+
+    priority: int = 0
+    delay_s: float | None = None
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    expires_s: float | None = None
+
+    def __post_init__(self) -> None:
+        check_int("priority", self.priority, MIN_PRIORITY, MAX_PRIORITY)
+        _set(self, "delay_s", check_duration("delay_s", self.delay_s, allow_none=True))
+        if self.run_at is not None:
+            check_aware("run_at", self.run_at)
+            if self.delay_s is not None:
+                raise InvalidArgument("give delay_s or run_at, not both")
+        if self.max_attempts is not None:
+            check_int("max_attempts", self.max_attempts, 1, _MAX_ATTEMPTS)
+        _set(
+            self,
+            "expires_s",
+            check_duration("expires_s", self.expires_s, allow_zero=False, allow_none=True),
+        )
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as ``get_job`` and ``list_jobs`` see it (Q-14).
+
+    ``last_error`` and ``died_at`` are set for dead jobs only. ``deadline`` and
+    ``worker_id`` describe the current or last claim (``None`` before any).
+    """
+
+    id: int
+    queue: str
+    state: JobState
+    payload: Any
+    attempts: int
+    max_attempts: int
+    priority: int
+    created_at: datetime
+    run_at: datetime
+    claimed_at: datetime | None
+    expires_at: datetime | None
+    visibility_timeout_s: float
+    backoff_base_s: float
+    dead_letter_retention_s: float | None
+    last_error: str | None = None
+    died_at: datetime | None = None
+    deadline: datetime | None = None
+    worker_id: str | None = None
+
+    def __post_init__(self) -> None:
+        _set(self, "state", _state(self.state))
+        if self.attempts < 0 or self.max_attempts < 1:
+            raise InvalidArgument("attempts must be >= 0 and max_attempts >= 1")
+        if (self.state is JobState.DEAD) != (self.died_at is not None):
+            raise InvalidArgument("died_at is set exactly for dead jobs")
+
+
+def _state(value: object) -> JobState:
+    if isinstance(value, JobState):
+        return value
+    try:
+        return JobState(value)
+    except ValueError as exc:
+        raise InvalidArgument(f"unknown job state {value!r}") from exc
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counts for one queue: ``pending`` is ready now, ``scheduled`` waits for
+    its ``run_at``, ``processing`` is claimed (lapsed claims included)."""
+
+    queue: str
+    pending: int
+    scheduled: int
+    processing: int
+    dead: int
+
+    def __post_init__(self) -> None:
+        if min(self.pending, self.scheduled, self.processing, self.dead) < 0:
+            raise InvalidArgument("queue counts cannot be negative")
+
+    @property
+    def live(self) -> int:
+        """Rows still in the queue: pending, scheduled and processing."""
+        return self.pending + self.scheduled + self.processing
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one ``sweep_expired()`` did (Q-15, Q-16, Q-12).
+
+    ``expired``: rows moved to dead as ``"expired"``; ``purged``: dead rows
+    deleted after their retention; ``exhausted``: lapsed claims with no budget
+    left moved to dead as ``"max attempts exceeded"``.
+    """
+
+    expired: int = 0
+    purged: int = 0
+    exhausted: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.expired, self.purged, self.exhausted) < 0:
+            raise InvalidArgument("sweep counts cannot be negative")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One stream event (S-1): its offset, optional key, payload and time."""
+
+    offset: int
+    key: str | None
+    payload: Any
+    created_at: datetime
+
+    def __post_init__(self) -> None:
+        if self.offset < 1:
+            raise InvalidArgument(f"stream offsets start at 1, got {self.offset}")
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One delivered notification (N-2)."""
+
+    channel: str
+    payload: Any
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A registered schedule (§9) as ``schedules()`` returns it.
+
+    ``next_fire_at`` is the next fire time the scheduler will enqueue;
+    ``last_fire_at`` the fire time it enqueued last (``None`` before any).
+    """
+
+    name: str
+    spec: str
+    queue: str
+    payload: Any
+    opts: EnqueueOpts | None
+    tz: str
+    next_fire_at: datetime
+    last_fire_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        check_aware("next_fire_at", self.next_fire_at)
