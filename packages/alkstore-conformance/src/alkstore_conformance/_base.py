@@ -86,14 +86,10 @@ class ContractBase:
         store: Store = request.getfixturevalue("store")
         missing = [c for c in needed if c not in store.capabilities]
         if missing:
-            pytest.skip(
-                "engine does not declare " + ", ".join(sorted(str(c) for c in missing))
-            )
+            pytest.skip("engine does not declare " + ", ".join(sorted(str(c) for c in missing)))
 
     @pytest.fixture
-    def transient_failure(
-        self, store_factory: StoreFactory
-    ) -> Iterator[Callable[[], object]]:
+    def transient_failure(self, store_factory: StoreFactory) -> Iterator[Callable[[], object]]:
         """A call that the engine reports as ``TransientError`` (E-2), from the
         engine's conformance hooks."""
         cm: AbstractContextManager[Callable[[], object]]

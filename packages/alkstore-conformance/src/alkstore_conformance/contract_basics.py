@@ -102,7 +102,12 @@ class BasicsContract(ContractBase):
     ) -> None:
         if capability not in store.capabilities:
             pytest.skip(f"engine does not declare {capability}")
-        for reserved in ("__alkstore", "__alkstore.outbox.x", "__alkstore.scheduler", "__alkstorex"):
+        for reserved in (
+            "__alkstore",
+            "__alkstore.outbox.x",
+            "__alkstore.scheduler",
+            "__alkstorex",
+        ):
             with pytest.raises(ReservedName):
                 call(store, reserved)
         # Close to the prefix is not in it.
@@ -129,7 +134,7 @@ class BasicsContract(ContractBase):
             "text",
             "ünïcødé ✓ 📬",
             "",
-            "quote\" backslash\\ nul\x00",
+            'quote" backslash\\ nul\x00',
             [],
             {},
             [1, [2, [3, {"k": None}]]],
@@ -208,7 +213,9 @@ class BasicsContract(ContractBase):
             assert stamp.tzinfo is not None
             assert stamp.utcoffset() == timedelta(0)
         # The delay is honoured to the millisecond, against the engine's clock.
-        assert info.run_at - info.created_at == pytest.approx(timedelta(seconds=0.15), abs=timedelta(milliseconds=2))
+        assert info.run_at - info.created_at == pytest.approx(
+            timedelta(seconds=0.15), abs=timedelta(milliseconds=2)
+        )
         assert abs(info.created_at - before) < timedelta(seconds=30)
         assert q.claim("w") is None
         job = q.claim("w", wait_s=5)
@@ -255,10 +262,17 @@ class BasicsContract(ContractBase):
 
     @pytest.mark.clause("B-1")
     def test_backoff_is_equal_jitter_exponential(self) -> None:
-        for attempt, base, ceiling in [(1, 5.0, 5.0), (2, 5.0, 10.0), (3, 5.0, 20.0), (13, 5.0, 3600.0)]:
+        for attempt, base, ceiling in [
+            (1, 5.0, 5.0),
+            (2, 5.0, 10.0),
+            (3, 5.0, 20.0),
+            (13, 5.0, 3600.0),
+        ]:
             assert backoff.delay(attempt, base, rng=lambda: 0.0) == ceiling / 2
             assert backoff.delay(attempt, base, rng=lambda: 0.5) == pytest.approx(ceiling * 0.75)
-            assert backoff.delay(attempt, base, rng=lambda: 0.999999) == pytest.approx(ceiling, rel=1e-5)
+            assert backoff.delay(attempt, base, rng=lambda: 0.999999) == pytest.approx(
+                ceiling, rel=1e-5
+            )
         assert backoff.delay(10_000, 5.0, rng=lambda: 0.999) <= 3600.0
         assert backoff.delay(4, 0) == 0.0
         rng = random.Random(7)

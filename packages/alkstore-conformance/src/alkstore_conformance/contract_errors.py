@@ -29,7 +29,9 @@ class ErrorContract(ContractBase):
 
     @pytest.mark.clause("E-1")
     def test_hierarchy_is_the_one_of_the_spec(self) -> None:
-        assert issubclass(InvalidArgument, AlkstoreError) and issubclass(InvalidArgument, ValueError)
+        assert issubclass(InvalidArgument, AlkstoreError) and issubclass(
+            InvalidArgument, ValueError
+        )
         assert issubclass(ReservedName, InvalidArgument)
         assert issubclass(InvalidSpec, InvalidArgument)
         for cls in (StoreClosed, UnsupportedOperation, SchemaVersionError, EngineError):

@@ -64,7 +64,9 @@ class LifecycleContract(ContractBase):
         ctx = multiprocessing.get_context("spawn")
         go = ctx.Event()
         results: Any = ctx.Queue()
-        procs = [spawn(_children.open_store_at_signal, store_factory, go, results) for _ in range(4)]
+        procs = [
+            spawn(_children.open_store_at_signal, store_factory, go, results) for _ in range(4)
+        ]
         go.set()
         outcomes = [results.get(timeout=60) for _ in procs]
         for proc in procs:

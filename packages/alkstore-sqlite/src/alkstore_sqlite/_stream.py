@@ -1,0 +1,134 @@
+"""Streams on SQLite (SPEC §7).
+
+Offsets come from a per-stream counter row bumped in the same transaction as
+the event insert. SQLite has one writer at a time, so offsets are handed out
+and committed in order: readers never see offset n+1 before n (S-2), and a
+rolled-back publish takes its counter bump with it (S-4).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from alkstore.engine import check_limit, check_wait, wait_for
+from alkstore.errors import InvalidArgument
+from alkstore.names import decode_payload, encode_payload, validate_name
+from alkstore.types import Event, check_int
+
+from . import _sql
+from ._time import now_us, to_datetime
+
+if TYPE_CHECKING:
+    from ._core import StoreCore
+
+__all__ = ["SQLiteStream", "check_key"]
+
+_MAX_OFFSET = 2**63 - 1
+_MAX_KEY = 1024
+
+
+def check_key(key: object) -> str | None:
+    """An event key: ``None`` or a string of at most 1,024 characters."""
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise InvalidArgument(f"key must be a str or None, not {type(key).__name__}")
+    if len(key) > _MAX_KEY or "\x00" in key:
+        raise InvalidArgument(f"key must be at most {_MAX_KEY} characters without NUL")
+    return key
+
+
+class SQLiteStream:
+    """An append-only log with per-consumer offsets (S-1..S-4)."""
+
+    def __init__(self, store: StoreCore, name: str) -> None:
+        self._store = store
+        self._name = name
+
+    def __repr__(self) -> str:
+        return f"SQLiteStream({self._name!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def publish(self, payload: Any, key: str | None = None, tx: object | None = None) -> int:
+        """Append an event and return its offset; joins *tx* (T-1)."""
+        self._store._check_open()
+        text = encode_payload(payload)
+        event_key = check_key(key)
+        with self._store._write(tx) as conn:
+            seq = int(conn.execute(_sql.NEXT_SEQ, {"stream": self._name}).fetchone()[0])
+            conn.execute(
+                _sql.PUBLISH,
+                {
+                    "stream": self._name,
+                    "seq": seq,
+                    "key": event_key,
+                    "payload": text,
+                    "now": now_us(),
+                },
+            )
+        return seq
+
+    def read(self, after: int = 0, limit: int = 100) -> list[Event]:
+        """Events past *after*, in offset order (S-2)."""
+        self._store._check_open()
+        params = {
+            "stream": self._name,
+            "after": check_int("after", after, 0, _MAX_OFFSET),
+            "limit": check_limit(limit),
+        }
+        with self._store._read() as conn:
+            rows = conn.execute(_sql.READ_EVENTS, params).fetchall()
+        return [
+            Event(offset=seq, key=key, payload=decode_payload(payload), created_at=to_datetime(at))
+            for seq, key, payload, at in rows
+        ]
+
+    def commit(self, consumer: str, offset: int) -> bool:
+        """Move *consumer* forward to *offset*; ``False`` if not forward (S-3)."""
+        self._store._check_open()
+        name = validate_name(consumer, "consumer")
+        seq = check_int("offset", offset, 0, _MAX_OFFSET)
+        if seq == 0:
+            return False  # every consumer starts at 0
+        with self._store._write() as conn:
+            params = {"stream": self._name, "consumer": name, "seq": seq}
+            return conn.execute(_sql.COMMIT_OFFSET, params).rowcount == 1
+
+    def offset(self, consumer: str) -> int:
+        """*consumer*'s committed offset, 0 when none."""
+        self._store._check_open()
+        name = validate_name(consumer, "consumer")
+        with self._store._read() as conn:
+            row = conn.execute(_sql.GET_OFFSET, {"stream": self._name, "consumer": name}).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def wait(self, after: int, timeout_s: float) -> bool:
+        """Block until an event past *after* exists or *timeout_s* passes."""
+        self._store._check_open()
+        params = {"stream": self._name, "after": check_int("after", after, 0, _MAX_OFFSET)}
+        timeout = check_wait(timeout_s)
+
+        def exists() -> bool:
+            with self._store._read() as conn:
+                return bool(conn.execute(_sql.HAS_EVENT_AFTER, params).fetchone()[0])
+
+        found: bool = wait_for(
+            exists,
+            wakes=self._store._wakes,
+            key="stream:" + self._name,
+            wait_s=timeout,
+            is_closed=lambda: self._store.closed,
+            on_wait=self._store._ensure_watcher,
+            fallback_s=self._store._fallback_s(),
+        )
+        return found
+
+    def trim(self, before: int) -> int:
+        """Delete events with offset < *before*; offsets are never reused."""
+        self._store._check_open()
+        params = {"stream": self._name, "before": check_int("before", before, 0, _MAX_OFFSET)}
+        with self._store._write() as conn:
+            return conn.execute(_sql.TRIM, params).rowcount
