@@ -4,53 +4,72 @@ An engine author subclasses :class:`StoreContract` in one test file and
 overrides the ``store_factory`` fixture; or runs the whole suite against a
 URL with ``python -m alkstore_conformance URL [pytest args]``. See
 ``docs/implementing-an-engine.md``.
+
+Names are imported lazily: pytest loads this package's plugin in every
+session of an environment where it is installed, and that must not import
+the suite itself.
 """
 
 from __future__ import annotations
 
-from ._base import ContractBase, eventually, spawn, unique
-from ._factory import HOOKS_GROUP, EngineHooks, StoreFactory, hooks_for
-from .contract import StoreContract
-from .contract_basics import BasicsContract
-from .contract_coverage import CoverageContract, clauses_of, rule_ids
-from .contract_errors import ErrorContract
-from .contract_lock import LockContract
-from .contract_notify import NotificationContract
-from .contract_outbox import OutboxContract
-from .contract_queue import QueueContract
-from .contract_scheduler import SchedulerContract
-from .contract_selfcheck import SelfCheckContract
-from .contract_store import LifecycleContract
-from .contract_stream import StreamContract
-from .contract_transaction import TransactionContract
-from .contract_worker import WorkerContract
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "HOOKS_GROUP",
-    "BasicsContract",
-    "ContractBase",
-    "CoverageContract",
-    "EngineHooks",
-    "ErrorContract",
-    "LifecycleContract",
-    "LockContract",
-    "NotificationContract",
-    "OutboxContract",
-    "QueueContract",
-    "SchedulerContract",
-    "SelfCheckContract",
-    "StoreContract",
-    "StoreFactory",
-    "StreamContract",
-    "TransactionContract",
-    "WorkerContract",
-    "__version__",
-    "clauses_of",
-    "eventually",
-    "hooks_for",
-    "rule_ids",
-    "spawn",
-    "unique",
-]
+_EXPORTS = {
+    "ContractBase": "._base",
+    "eventually": "._base",
+    "spawn": "._base",
+    "unique": "._base",
+    "HOOKS_GROUP": "._factory",
+    "EngineHooks": "._factory",
+    "StoreFactory": "._factory",
+    "hooks_for": "._factory",
+    "StoreContract": ".contract",
+    "BasicsContract": ".contract_basics",
+    "CoverageContract": ".contract_coverage",
+    "clauses_of": ".contract_coverage",
+    "rule_ids": ".contract_coverage",
+    "ErrorContract": ".contract_errors",
+    "LockContract": ".contract_lock",
+    "NotificationContract": ".contract_notify",
+    "OutboxContract": ".contract_outbox",
+    "QueueContract": ".contract_queue",
+    "SchedulerContract": ".contract_scheduler",
+    "SelfCheckContract": ".contract_selfcheck",
+    "LifecycleContract": ".contract_store",
+    "StreamContract": ".contract_stream",
+    "TransactionContract": ".contract_transaction",
+    "WorkerContract": ".contract_worker",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'alkstore_conformance' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from ._base import ContractBase, eventually, spawn, unique
+    from ._factory import HOOKS_GROUP, EngineHooks, StoreFactory, hooks_for
+    from .contract import StoreContract
+    from .contract_basics import BasicsContract
+    from .contract_coverage import CoverageContract, clauses_of, rule_ids
+    from .contract_errors import ErrorContract
+    from .contract_lock import LockContract
+    from .contract_notify import NotificationContract
+    from .contract_outbox import OutboxContract
+    from .contract_queue import QueueContract
+    from .contract_scheduler import SchedulerContract
+    from .contract_selfcheck import SelfCheckContract
+    from .contract_store import LifecycleContract
+    from .contract_stream import StreamContract
+    from .contract_transaction import TransactionContract
+    from .contract_worker import WorkerContract

@@ -12,7 +12,6 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
@@ -24,8 +23,8 @@ from alkstore.names import decode_payload
 from alkstore.protocols import Capability
 from alkstore.types import Notification
 
-from . import _schema, _sql
-from ._conn import ConnectionPool, connect
+from . import _conn, _schema, _sql
+from ._conn import ConnectionPool
 from ._errors import is_busy, translate_errors
 from ._watcher import Watcher
 
@@ -87,8 +86,6 @@ class StoreCore:
         self._watcher_lock = threading.Lock()
         self._listeners: dict[QueueListener, int] = {}
         self._listeners_lock = threading.Lock()
-        # Native connections already checked to be on this file (T-2).
-        self._known_native: weakref.WeakSet[sqlite3.Connection] = weakref.WeakSet()
         self._pool = ConnectionPool(path, busy_timeout_s, synchronous)
         try:
             self._prepare(notifications_cap)
@@ -253,13 +250,13 @@ class StoreCore:
                 raise InvalidArgument("tx belongs to a store on another database file")
             return tx.connection
         if isinstance(tx, sqlite3.Connection):
-            if tx not in self._known_native:
-                with translate_errors():
-                    rows = tx.execute("PRAGMA database_list").fetchall()
-                files = {os.path.realpath(row[2]) for row in rows if row[1] == "main" and row[2]}
-                if self._real_path not in files:
-                    raise InvalidArgument("tx is a sqlite3.Connection on another database file")
-                self._known_native.add(tx)
+            # sqlite3 connections take no weak references, so this cheap
+            # PRAGMA runs on every call rather than once per connection.
+            with translate_errors():
+                rows = tx.execute("PRAGMA database_list").fetchall()
+            files = {os.path.realpath(row[2]) for row in rows if row[1] == "main" and row[2]}
+            if self._real_path not in files:
+                raise InvalidArgument("tx is a sqlite3.Connection on another database file")
             return tx
         raise InvalidArgument(
             "tx must be a transaction from store.transaction() or a sqlite3.Connection "
@@ -305,7 +302,7 @@ class StoreCore:
             if self._watcher is not None or self._closed:
                 return
             watcher = Watcher(
-                lambda: connect(self._path, self._busy_timeout_s, self._synchronous),
+                lambda: _conn.connect(self._path, self._busy_timeout_s, self._synchronous),
                 self._poll_interval_s,
                 self._on_commit,
             )
