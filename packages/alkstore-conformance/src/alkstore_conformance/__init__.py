@@ -44,7 +44,33 @@ _EXPORTS = {
     "WorkerContract": ".contract_worker",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "HOOKS_GROUP",
+    "BasicsContract",
+    "ContractBase",
+    "CoverageContract",
+    "EngineHooks",
+    "ErrorContract",
+    "LifecycleContract",
+    "LockContract",
+    "NotificationContract",
+    "OutboxContract",
+    "QueueContract",
+    "SchedulerContract",
+    "SelfCheckContract",
+    "StoreContract",
+    "StoreFactory",
+    "StreamContract",
+    "TransactionContract",
+    "WorkerContract",
+    "__version__",
+    "clauses_of",
+    "eventually",
+    "hooks_for",
+    "rule_ids",
+    "spawn",
+    "unique",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -16,9 +16,10 @@ from alkstore import Capability, Store
 
 from ._factory import StoreFactory, hooks_for
 
-__all__ = ["ContractBase", "eventually", "spawn", "unique"]
+__all__ = ["ContractBase", "eventually", "requires", "spawn", "unique"]
 
 T = TypeVar("T")
+C = TypeVar("C", bound=type)
 
 #: Upper bound for "eventually" checks. Generous: the suite must not flake on
 #: a loaded machine, and a passing check returns as soon as it holds.
@@ -51,6 +52,24 @@ def spawn(target: Callable[..., object], *args: Any) -> SpawnProcess:
     proc = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
     proc.start()
     return proc
+
+
+def requires(*capabilities: Capability) -> Callable[[C], C]:
+    """Class decorator: mark every test *defined in* the class as needing
+    *capabilities*.
+
+    A class-level ``pytest.mark`` would not do: pytest gives a class's marks
+    to every subclass, and ``StoreContract`` inherits every area, so one
+    area's requirement would skip the whole suite on an engine without it.
+    """
+
+    def decorate(cls: C) -> C:
+        for name, member in list(vars(cls).items()):
+            if name.startswith("test_") and callable(member):
+                setattr(cls, name, pytest.mark.requires(*capabilities)(member))
+        return cls
+
+    return decorate
 
 
 class ContractBase:

@@ -231,7 +231,8 @@ class BasicsContract(ContractBase):
     @pytest.mark.requires(Capability.QUEUES)
     def test_bad_durations_are_refused(self, store: Store) -> None:
         q = store.queue(unique())
-        for bad in (-1, float("nan"), float("inf"), "1", True):
+        bad_values: list[Any] = [-1, float("nan"), float("inf"), "1", True]
+        for bad in bad_values:
             with pytest.raises(InvalidArgument):
                 q.claim("w", wait_s=bad)
             with pytest.raises(InvalidArgument):

@@ -35,6 +35,10 @@ CAPABILITY_CALLS: dict[Capability, Callable[[Store], object]] = {
 }
 
 
+def _is_open(store: Store) -> bool:
+    return not store.closed
+
+
 class LifecycleContract(ContractBase):
     """ST-1..ST-4 and CF-1."""
 
@@ -157,8 +161,8 @@ class LifecycleContract(ContractBase):
     @pytest.mark.clause("ST-3")
     def test_store_is_a_context_manager(self, store_factory: StoreFactory) -> None:
         with store_factory.open() as store:
-            assert not store.closed
-        assert store.closed
+            assert _is_open(store)
+        assert not _is_open(store)
         with pytest.raises(StoreClosed):
             store.queue_stats()
 
