@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from . import backoff
-from .errors import InvalidArgument, StoreClosed
+from .errors import InvalidArgument, StoreClosed, TransientError
 from .names import encode_payload, validate_name
 from .protocols import Capability, Queue
 from .specs import ScheduleSpec
@@ -607,10 +607,10 @@ def run_scheduler_loop(
     )
     renew_every = max(ttl / 3.0, 0.01)
     lock: LockHandle | None = None
+    renewed_at = 0.0
 
-    def pause(seconds: float) -> None:
+    def pause(seconds: float, seen: int) -> None:
         deadline = time.monotonic() + max(seconds, 0.0)
-        seen = host._wakes.generation(SCHEDULES_WAKE_KEY)
         while not stop.is_set() and not host.closed:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -620,28 +620,41 @@ def run_scheduler_loop(
 
     try:
         while not stop.is_set() and not host.closed:
-            if lock is None:
-                lock = host._acquire_internal_lock(SCHEDULER_LOCK, ttl, me)
+            try:
                 if lock is None:
-                    log.debug("scheduler %s: standby", me)
-                    _sleep_unless(stop, renew_every, host)
-                    continue
-                log.info("scheduler %s: leader (token %s)", me, lock.token)
-                renewed_at = time.monotonic()
-            elif time.monotonic() - renewed_at >= renew_every:
-                if not lock.renew():
-                    log.warning("scheduler %s: lost the leader lock", me)
-                    lock = None
-                    continue
-                renewed_at = time.monotonic()
-            host.tick_schedules()
-            until_fire = host._seconds_to_next_fire()
+                    lock = host._acquire_internal_lock(SCHEDULER_LOCK, ttl, me)
+                    if lock is None:
+                        log.debug("scheduler %s: standby", me)
+                        _sleep_unless(stop, renew_every, host)
+                        continue
+                    log.info("scheduler %s: leader (token %s)", me, lock.token)
+                    renewed_at = time.monotonic()
+                elif time.monotonic() - renewed_at >= renew_every:
+                    if not lock.renew():
+                        log.warning("scheduler %s: lost the leader lock", me)
+                        lock = None
+                        continue
+                    renewed_at = time.monotonic()
+                # Read before the tick: a change committed meanwhile still wakes us.
+                seen = host._wakes.generation(SCHEDULES_WAKE_KEY)
+                host.tick_schedules()
+                until_fire = host._seconds_to_next_fire()
+            except TransientError as exc:
+                # A busy database or a dropped connection: the fire stays due
+                # (its compare-and-set rolled back) and the next round retries.
+                log.warning("scheduler %s: %s; retrying", me, exc)
+                _sleep_unless(stop, renew_every, host)
+                continue
+            except StoreClosed:
+                return
             until_renew = renew_every - (time.monotonic() - renewed_at)
-            wait = until_renew if until_fire is None else min(until_fire, until_renew)
-            pause(wait)
+            pause(until_renew if until_fire is None else min(until_fire, until_renew), seen)
     finally:
         if lock is not None and not host.closed:
-            lock.release()
+            try:
+                lock.release()
+            except (TransientError, StoreClosed):
+                log.warning("scheduler %s: could not release the leader lock; it expires", me)
 
 
 def _sleep_unless(stop: threading.Event, seconds: float, host: SchedulerHost) -> None:
