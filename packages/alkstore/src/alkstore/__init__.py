@@ -34,6 +34,7 @@ from .types import (
     Schedule,
     SweepResult,
 )
+from .worker import Fail, Retry, Worker
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "EngineError",
     "EnqueueOpts",
     "Event",
+    "Fail",
     "InvalidArgument",
     "InvalidSpec",
     "Job",
@@ -57,6 +59,7 @@ __all__ = [
     "QueueOpts",
     "QueueStats",
     "ReservedName",
+    "Retry",
     "Schedule",
     "SchemaVersionError",
     "Store",
@@ -66,6 +69,7 @@ __all__ = [
     "TransientError",
     "Tx",
     "UnsupportedOperation",
+    "Worker",
     "__version__",
     "backoff",
     "installed_schemes",

@@ -6,7 +6,7 @@ import os
 from importlib.metadata import entry_points
 from typing import Any
 
-from .errors import InvalidArgument
+from .errors import EngineError, InvalidArgument
 from .protocols import Store
 
 __all__ = ["DEFAULT_URL", "ENGINE_GROUP", "installed_schemes", "open", "url_scheme"]
@@ -50,6 +50,9 @@ def open(url: str | None = None, **engine_opts: Any) -> Store:
             f"no alkstore engine is installed for {scheme!r} URLs (installed: {installed}); "
             "try `pip install alkstore[sqlite]` or `alkstore[postgres]`"
         )
-    factory = matches[0].load()
+    try:
+        factory = matches[0].load()
+    except Exception as exc:  # a broken install: say which engine, keep the cause
+        raise EngineError(f"the alkstore engine for {scheme!r} URLs failed to load: {exc}") from exc
     store: Store = factory(url, **engine_opts)
     return store

@@ -124,7 +124,18 @@ class ScheduleSpec:
     def _cron_next(self, after: datetime, tz: str) -> datetime:
         start = _utc(after).astimezone(check_timezone(tz))
         it = croniter(self._cron(), start, second_at_beginning=self.seconds_first)
-        return _utc(it.get_next(datetime))
+        while True:
+            candidate: datetime = it.get_next(datetime)
+            # When clocks go back, a wall time in the repeated hour happens
+            # twice (the second time with fold=1). Like cron, a spec with a
+            # fixed hour fires once, at the first; an hour wildcard keeps
+            # firing by elapsed time.
+            if candidate.fold == 0 or self._hour_is_wildcard():
+                return _utc(candidate)
+
+    def _hour_is_wildcard(self) -> bool:
+        hour = self._cron().split()[2 if self.seconds_first else 1]
+        return hour.startswith("*")
 
 
 def _utc(value: datetime) -> datetime:

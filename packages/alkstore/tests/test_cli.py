@@ -1,0 +1,536 @@
+"""The ``alkstore`` command (SPEC §13): every command, ``--json``, errors.
+
+Most tests call :func:`alkstore.cli.main` in-process; the long-running
+commands (``worker``, ``scheduler``) and one error case run as real processes,
+stopped with SIGTERM as an init system would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import alkstore
+from alkstore import EnqueueOpts, JobState, QueueOpts, Store
+from alkstore.cli import main
+
+POSIX = os.name == "posix"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``main(argv)``: exit status, stdout, stderr."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    code, out, err = run(capsys, *argv, "--json")
+    assert (code, err) == (0, ""), err
+    return json.loads(out)
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    opened = alkstore.open(url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def eventually(probe: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout_s} s")
+        time.sleep(0.05)
+
+
+def iso(text: str) -> datetime:
+    """An ISO 8601 timestamp from the JSON output; always timezone-aware."""
+    value = datetime.fromisoformat(text)
+    assert value.tzinfo is not None
+    return value
+
+
+def cli_command() -> list[str]:
+    """The installed ``alkstore`` console script, else ``python -m alkstore``."""
+    script = Path(sys.executable).parent / ("alkstore.exe" if os.name == "nt" else "alkstore")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("alkstore")
+    return [found] if found else [sys.executable, "-m", "alkstore"]
+
+
+def assert_one_error_line(err: str) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("alkstore: error: ") or lines[0].startswith("alkstore: "), err
+    assert "Traceback" not in err
+
+
+# ------------------------------------------------------------------ URL choice
+
+
+def test_migrate_creates_the_schema_and_names_the_engine(
+    capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path
+) -> None:
+    code, out, err = run(capsys, "--url", url, "migrate")
+    assert (code, err) == (0, "")
+    assert url in out
+    assert (tmp_path / "store.db").exists()
+    data = run_json(capsys, "migrate", "--url", url)
+    assert data["url"] == url
+    assert data["engine"] == "alkstore_sqlite"
+    assert "queues" in data["capabilities"]
+
+
+def test_url_comes_from_the_environment(
+    capsys: pytest.CaptureFixture[str], url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALKSTORE_URL", url)
+    assert run_json(capsys, "migrate")["url"] == url
+    # --url wins over the environment.
+    other = url.replace("store.db", "other.db")
+    assert run_json(capsys, "--url", other, "migrate")["url"] == other
+
+
+def test_default_url_is_sqlite_in_the_working_directory(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run_json(capsys, "migrate")["url"] == alkstore.DEFAULT_URL
+    assert (tmp_path / "alkstore.db").exists()
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    for command in (
+        "demo",
+        "migrate",
+        "queues",
+        "jobs",
+        "job",
+        "enqueue",
+        "cancel",
+        "sweep",
+        "worker",
+        "schedules",
+        "scheduler",
+    ):
+        assert command in out
+
+
+# -------------------------------------------------------------------- queues
+
+
+def test_queues_on_an_empty_store(capsys: pytest.CaptureFixture[str], url: str) -> None:
+    code, out, _ = run(capsys, "--url", url, "queues")
+    assert code == 0
+    assert "no queues" in out
+    assert run_json(capsys, "--url", url, "queues") == []
+
+
+def test_queues_counts_every_state(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    q = store.queue("emails")
+    q.enqueue_many([1, 2])
+    q.enqueue(3, EnqueueOpts(delay_s=3600))
+    claimed = q.claim("w")
+    assert claimed is not None
+    dead = q.claim("w")
+    assert dead is not None and dead.fail("bad")
+    store.queue("other").enqueue("x")
+    data = run_json(capsys, "--url", url, "queues")
+    assert data == [
+        {"queue": "emails", "pending": 0, "scheduled": 1, "processing": 1, "dead": 1},
+        {"queue": "other", "pending": 1, "scheduled": 0, "processing": 0, "dead": 0},
+    ]
+    code, out, _ = run(capsys, "--url", url, "queues")
+    assert code == 0
+    header, *rows = out.splitlines()
+    assert header.split() == ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD"]
+    assert rows[0].split() == ["emails", "0", "1", "1", "1"]
+
+
+# ------------------------------------------------------------- enqueue / jobs
+
+
+def test_enqueue_prints_the_id_and_applies_its_options(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    code, out, err = run(
+        capsys,
+        "--url",
+        url,
+        "enqueue",
+        "emails",
+        '{"to": "a@example.com"}',
+        "--priority",
+        "7",
+        "--delay",
+        "600",
+        "--max-attempts",
+        "5",
+        "--visibility-timeout",
+        "45",
+        "--backoff-base",
+        "2",
+    )
+    assert (code, err) == (0, "")
+    job_id = int(out.strip())
+    info = store.queue("emails").get_job(job_id)
+    assert info is not None
+    assert info.payload == {"to": "a@example.com"}
+    assert (info.priority, info.max_attempts) == (7, 5)
+    assert (info.visibility_timeout_s, info.backoff_base_s) == (45.0, 2.0)
+    assert (info.run_at - info.created_at).total_seconds() == pytest.approx(600, abs=1)
+    data = run_json(capsys, "--url", url, "enqueue", "emails", "[1, 2]")
+    assert data["queue"] == "emails"
+    assert store.queue("emails").get_job(data["id"]) is not None
+
+
+def test_jobs_lists_a_state_as_table_and_json(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    q = store.queue("emails")
+    ids = q.enqueue_many([{"n": n} for n in range(5)])
+    data = run_json(capsys, "--url", url, "jobs", "emails")
+    assert [j["id"] for j in data] == ids
+    first = data[0]
+    assert first["state"] == "pending"
+    assert first["payload"] == {"n": 0}
+    assert first["queue"] == "emails"
+    iso(first["created_at"])
+    iso(first["run_at"])
+    assert first["claimed_at"] is None
+    code, out, _ = run(capsys, "--url", url, "jobs", "emails")
+    assert code == 0
+    assert out.splitlines()[0].split()[:3] == ["ID", "STATE", "ATTEMPTS"]
+    assert len(out.splitlines()) == 6
+
+
+def test_jobs_pages_with_limit_and_after(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    ids = store.queue("q").enqueue_many(list(range(5)))
+    page = run_json(capsys, "--url", url, "jobs", "q", "--limit", "2")
+    assert [j["id"] for j in page] == ids[:2]
+    page = run_json(capsys, "--url", url, "jobs", "q", "--limit", "2", "--after", str(ids[1]))
+    assert [j["id"] for j in page] == ids[2:4]
+    code, out, _ = run(capsys, "--url", url, "jobs", "q", "--limit", "2")
+    assert code == 0
+    assert f"--after {ids[1]}" in out
+
+
+def test_jobs_shows_processing_and_dead_jobs(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    q = store.queue("q", QueueOpts(max_attempts=1))
+    q.enqueue_many(["a", "b"])
+    held = q.claim("worker-7")
+    doomed = q.claim("worker-7")
+    assert held is not None and doomed is not None
+    assert doomed.fail("no such user")
+    processing = run_json(capsys, "--url", url, "jobs", "q", "--state", "processing")
+    assert [(j["id"], j["worker_id"]) for j in processing] == [(held.id, "worker-7")]
+    iso(processing[0]["deadline"])
+    dead = run_json(capsys, "--url", url, "jobs", "q", "--state", "dead")
+    assert [(j["id"], j["last_error"]) for j in dead] == [(doomed.id, "no such user")]
+    iso(dead[0]["died_at"])
+    code, out, _ = run(capsys, "--url", url, "jobs", "q", "--state", "dead")
+    assert code == 0
+    assert "LAST_ERROR" in out and "no such user" in out
+    code, out, _ = run(capsys, "--url", url, "jobs", "empty-queue")
+    assert code == 0 and "no pending jobs" in out
+
+
+def test_job_shows_one_job_in_any_state(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    q = store.queue("q", QueueOpts(max_attempts=1))
+    job_id = q.enqueue({"k": "v"})
+    job = q.claim("w")
+    assert job is not None and job.fail("broken")
+    data = run_json(capsys, "--url", url, "job", "q", str(job_id))
+    assert data["id"] == job_id
+    assert data["state"] == "dead"
+    assert data["last_error"] == "broken"
+    assert data["payload"] == {"k": "v"}
+    iso(data["died_at"])
+    code, out, _ = run(capsys, "--url", url, "job", "q", str(job_id))
+    assert code == 0
+    assert "broken" in out and '{"k": "v"}' in out
+    # Handles are scoped to their queue (C-7).
+    code, _, err = run(capsys, "--url", url, "job", "other", str(job_id))
+    assert code == 1
+    assert_one_error_line(err)
+
+
+def test_outbox_queues_are_reachable_by_their_full_name(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    store.outbox("hooks").put({"event": "x"})
+    names = [q["queue"] for q in run_json(capsys, "--url", url, "queues")]
+    assert names == ["__alkstore.outbox.hooks"]
+    jobs = run_json(capsys, "--url", url, "jobs", "__alkstore.outbox.hooks")
+    assert [j["payload"] for j in jobs] == [{"event": "x"}]
+
+
+# -------------------------------------------------------------- cancel/sweep
+
+
+def test_cancel_deletes_once(capsys: pytest.CaptureFixture[str], url: str, store: Store) -> None:
+    job_id = store.queue("q").enqueue(1)
+    code, out, err = run(capsys, "--url", url, "cancel", "q", str(job_id))
+    assert (code, err) == (0, "")
+    assert str(job_id) in out
+    assert store.queue("q").get_job(job_id) is None
+    code, out, err = run(capsys, "--url", url, "cancel", "q", str(job_id))
+    assert code == 1
+    assert out == ""
+    assert len(err.splitlines()) == 1
+    code, out, _ = run(capsys, "--url", url, "cancel", "q", str(job_id), "--json")
+    assert code == 1
+    assert json.loads(out) == {"queue": "q", "id": job_id, "cancelled": False}
+
+
+def test_sweep_one_queue_or_all(capsys: pytest.CaptureFixture[str], url: str, store: Store) -> None:
+    for name in ("a", "b"):
+        store.queue(name).enqueue(1, EnqueueOpts(expires_s=0.05))
+    time.sleep(0.1)
+    data = run_json(capsys, "--url", url, "sweep", "a")
+    assert data == [{"queue": "a", "expired": 1, "purged": 0, "exhausted": 0}]
+    data = run_json(capsys, "--url", url, "sweep", "--all")
+    assert data == [
+        {"queue": "a", "expired": 0, "purged": 0, "exhausted": 0},
+        {"queue": "b", "expired": 1, "purged": 0, "exhausted": 0},
+    ]
+    info = store.queue("b").list_jobs(JobState.DEAD)
+    assert [i.last_error for i in info] == ["expired"]
+    code, out, _ = run(capsys, "--url", url, "sweep", "--all")
+    assert code == 0 and out.splitlines()[0].split()[0] == "QUEUE"
+
+
+# ----------------------------------------------------------------- schedules
+
+
+def test_schedule_schedules_and_unschedule(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    code, out, _ = run(capsys, "--url", url, "schedules")
+    assert code == 0 and "no schedules" in out
+    created = run_json(
+        capsys, "--url", url, "schedule", "nightly", "0 3 * * *", "maint", '{"task": "sweep"}'
+    )
+    assert created["name"] == "nightly"
+    iso(created["next_fire_at"])
+    listed = run_json(capsys, "--url", url, "schedules")
+    assert [(s["name"], s["spec"], s["queue"], s["payload"], s["tz"]) for s in listed] == [
+        ("nightly", "0 3 * * *", "maint", {"task": "sweep"}, "UTC")
+    ]
+    assert [s.name for s in store.schedules()] == ["nightly"]
+    code, out, _ = run(capsys, "--url", url, "schedules")
+    assert code == 0 and "nightly" in out and "0 3 * * *" in out
+    code, _, err = run(capsys, "--url", url, "unschedule", "nightly")
+    assert (code, err) == (0, "")
+    assert store.schedules() == []
+    code, _, err = run(capsys, "--url", url, "unschedule", "nightly")
+    assert code == 1 and len(err.splitlines()) == 1
+
+
+# ---------------------------------------------------------------------- demo
+
+
+def test_demo_runs_on_a_temporary_store_and_leaves_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "demo")
+    assert (code, err) == (0, "")
+    for needle in ("schema", "transaction", "run_until_empty", "stream", "lock", "dead"):
+        assert needle in out
+    assert list(tmp_path.iterdir()) == []
+    temp_store = out.splitlines()[0].rpartition("sqlite:///")[2]
+    assert not Path(temp_store).parent.exists()
+
+
+def test_demo_on_a_given_url_leaves_its_rows_there(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    code, _, err = run(capsys, "--url", url, "demo")
+    assert (code, err) == (0, "")
+    code, _, err = run(capsys, "demo", "--url", url)  # twice: no clash with the first run
+    assert (code, err) == (0, "")
+    names = [s.queue for s in store.queue_stats()]
+    assert any(n.startswith("demo-") and n.endswith(".orders") for n in names)
+
+
+# -------------------------------------------------------------------- errors
+
+ERROR_CASES: list[tuple[list[str], int]] = [
+    ([], 2),
+    (["bogus-command"], 2),
+    (["--url", "not-a-url", "queues"], 2),
+    (["--url", "mysql://db/app", "queues"], 2),
+    (["--url", "sqlite:///:memory:", "queues"], 2),
+    (["--url", "sqlite://host/x.db", "queues"], 2),
+    (["--url", "sqlite:///{tmp}/no/such/dir/x.db", "queues"], 1),
+    (["--url", "{url}", "enqueue", "q", "{not json"], 2),
+    (["--url", "{url}", "enqueue", "q", "1", "--delay", "-1"], 2),
+    (["--url", "{url}", "enqueue", "q", "1", "--priority", "high"], 2),
+    (["--url", "{url}", "enqueue", "__alkstore.mine", "1"], 2),
+    (["--url", "{url}", "enqueue", "", "1"], 2),
+    (["--url", "{url}", "jobs", "q", "--state", "finished"], 2),
+    (["--url", "{url}", "jobs", "q", "--limit", "0"], 2),
+    (["--url", "{url}", "jobs"], 2),
+    (["--url", "{url}", "job", "q", "seven"], 2),
+    (["--url", "{url}", "job", "q", "7"], 1),
+    (["--url", "{url}", "cancel", "q", "x"], 2),
+    (["--url", "{url}", "sweep"], 2),
+    (["--url", "{url}", "sweep", "q", "--all"], 2),
+    (["--url", "{url}", "schedule", "s", "every tuesday", "q"], 2),
+    (["--url", "{url}", "schedule", "s", "@daily", "q", "--tz", "Mars/Olympus"], 2),
+    (["--url", "{url}", "worker", "no_such_module_xyz:handle", "--queue", "q"], 2),
+    (["--url", "{url}", "worker", "json", "--queue", "q"], 2),
+    (["--url", "{url}", "worker", "json:no_such_function", "--queue", "q"], 2),
+    (["--url", "{url}", "worker", "json:__name__", "--queue", "q"], 2),
+    (["--url", "{url}", "worker", "json:dumps"], 2),
+    (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--concurrency", "0"], 2),
+    (["--url", "{url}", "worker", "broken_handlers:handle", "--queue", "q"], 1),
+    (["--url", "{url}", "scheduler", "--lock-ttl", "0"], 2),
+]
+
+
+@pytest.mark.parametrize(("argv", "status"), ERROR_CASES, ids=[" ".join(a) for a, _ in ERROR_CASES])
+def test_mistakes_print_one_line_and_exit_non_zero(
+    capsys: pytest.CaptureFixture[str],
+    url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    status: int,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "broken_handlers.py").write_text("raise RuntimeError('missing setting')\n")
+    args = [a.replace("{url}", url).replace("{tmp}", str(tmp_path)) for a in argv]
+    code, out, err = run(capsys, *args)
+    assert code == status, err
+    assert out == ""
+    assert_one_error_line(err)
+
+
+@pytest.mark.skipif(not POSIX, reason="runs the console script")
+def test_a_real_process_prints_no_traceback(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*cli_command(), "--url", "nope", "queues"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert_one_error_line(done.stderr)
+
+
+# ----------------------------------------------------- worker and scheduler
+
+HANDLERS = textwrap.dedent(
+    """
+    import pathlib
+
+    from alkstore import Fail
+
+    def handle(job):
+        if job.payload.get("poison"):
+            raise Fail("poisoned")
+        pathlib.Path(f"done-{job.id}").write_text("ok")
+    """
+)
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM *proc*, wait for it, and return its stderr."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"the process did not stop on SIGTERM: {err}")
+    return err
+
+
+@pytest.mark.skipif(not POSIX, reason="stops the process with SIGTERM")
+def test_worker_command_runs_the_handler_until_sigterm(
+    tmp_path: Path, url: str, store: Store
+) -> None:
+    (tmp_path / "handlers.py").write_text(HANDLERS)
+    q = store.queue("mail", QueueOpts(max_attempts=2))
+    ids = q.enqueue_many([{"n": 1}, {"n": 2}, {"poison": True}])
+    proc = subprocess.Popen(
+        [
+            *cli_command(),
+            *("--url", url, "worker", "handlers:handle", "--queue", "mail"),
+            *("--concurrency", "2", "--log-level", "debug"),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        eventually(lambda: q.stats().live == 0)
+        later = q.enqueue({"n": 3})  # an idle worker picks up new work
+        eventually(lambda: (tmp_path / f"done-{later}").exists())
+    finally:
+        err = _stop(proc)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "alkstore.worker" in err  # the worker's log lines
+    assert all((tmp_path / f"done-{i}").exists() for i in ids[:2])
+    dead = q.list_jobs(JobState.DEAD)
+    assert [(d.id, d.last_error) for d in dead] == [(ids[2], "poisoned")]
+    assert q.stats().live == 0
+
+
+@pytest.mark.skipif(not POSIX, reason="stops the process with SIGTERM")
+def test_scheduler_command_fires_schedules_until_sigterm(
+    tmp_path: Path, url: str, store: Store
+) -> None:
+    store.schedule("tick", "@every 1s", "ticks", {"from": "cli"})
+    proc = subprocess.Popen(
+        [*cli_command(), "--url", url, "scheduler", "--lock-ttl", "3"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        eventually(lambda: store.queue("ticks").stats().live >= 1)
+    finally:
+        err = _stop(proc)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    jobs = store.queue("ticks").list_jobs(JobState.PENDING)
+    assert jobs and all(j.payload == {"from": "cli"} for j in jobs)

@@ -1,0 +1,210 @@
+"""Value types, errors, the backoff curve and the public surface of ``alkstore``."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import random
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+import alkstore
+from alkstore import (
+    EnqueueOpts,
+    Fail,
+    InvalidArgument,
+    JobInfo,
+    JobState,
+    QueueOpts,
+    QueueStats,
+    ReservedName,
+    Retry,
+    SchemaVersionError,
+    SweepResult,
+    backoff,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+# ------------------------------------------------------------------ QueueOpts
+
+
+def test_queue_opts_defaults() -> None:
+    opts = QueueOpts()
+    assert (opts.visibility_timeout_s, opts.max_attempts, opts.backoff_base_s) == (300.0, 3, 5.0)
+    assert opts.dead_letter_retention_s is None
+
+
+def test_queue_opts_keep_durations_as_floats() -> None:
+    opts = QueueOpts(visibility_timeout_s=1, backoff_base_s=0, dead_letter_retention_s=60)
+    assert isinstance(opts.visibility_timeout_s, float)
+    assert isinstance(opts.backoff_base_s, float)
+    assert isinstance(opts.dead_letter_retention_s, float)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"visibility_timeout_s": 0},
+        {"visibility_timeout_s": -1},
+        {"visibility_timeout_s": math.nan},
+        {"visibility_timeout_s": math.inf},
+        {"visibility_timeout_s": "30"},
+        {"visibility_timeout_s": True},
+        {"visibility_timeout_s": 1e12},
+        {"max_attempts": 0},
+        {"max_attempts": 1.5},
+        {"max_attempts": True},
+        {"max_attempts": 2**31},
+        {"backoff_base_s": -0.5},
+        {"dead_letter_retention_s": -1},
+    ],
+    ids=repr,
+)
+def test_queue_opts_refuse_bad_values(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument):
+        QueueOpts(**kwargs)
+
+
+# ---------------------------------------------------------------- EnqueueOpts
+
+
+def test_enqueue_opts_accept_good_values() -> None:
+    opts = EnqueueOpts(priority=-5, delay_s=1, max_attempts=1, expires_s=0.5)
+    assert (opts.priority, opts.delay_s, opts.max_attempts, opts.expires_s) == (-5, 1.0, 1, 0.5)
+    assert EnqueueOpts(run_at=NOW).run_at == NOW
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"delay_s": 1, "run_at": NOW},
+        {"run_at": datetime(2026, 1, 1)},  # naive
+        {"run_at": "2026-01-01T00:00:00Z"},
+        {"priority": 2**31},
+        {"priority": -(2**31) - 1},
+        {"priority": 1.0},
+        {"priority": None},
+        {"delay_s": -1},
+        {"max_attempts": 0},
+        {"expires_s": 0},
+        {"expires_s": -1},
+    ],
+    ids=repr,
+)
+def test_enqueue_opts_refuse_bad_values(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument):
+        EnqueueOpts(**kwargs)
+
+
+# --------------------------------------------------------------- other types
+
+
+def test_job_state_values_and_text() -> None:
+    assert [s.value for s in JobState] == ["pending", "processing", "dead"]
+    assert str(JobState.DEAD) == "dead"
+    assert JobState("pending") is JobState.PENDING
+
+
+def _info(**over: Any) -> JobInfo:
+    fields: dict[str, Any] = {
+        "id": 1,
+        "queue": "q",
+        "state": "pending",
+        "payload": None,
+        "attempts": 0,
+        "max_attempts": 3,
+        "priority": 0,
+        "created_at": NOW,
+        "run_at": NOW,
+        "claimed_at": None,
+        "expires_at": None,
+        "visibility_timeout_s": 300.0,
+        "backoff_base_s": 5.0,
+        "dead_letter_retention_s": None,
+    }
+    fields.update(over)
+    return JobInfo(**fields)
+
+
+def test_job_info_checks_its_state() -> None:
+    assert _info().state is JobState.PENDING
+    assert _info(state="dead", died_at=NOW, last_error="x").state is JobState.DEAD
+    with pytest.raises(InvalidArgument):
+        _info(state="finished")
+    with pytest.raises(InvalidArgument):
+        _info(state="dead")  # died_at is set exactly for dead jobs
+    with pytest.raises(InvalidArgument):
+        _info(died_at=NOW)
+    with pytest.raises(InvalidArgument):
+        _info(attempts=-1)
+
+
+def test_counts_cannot_be_negative() -> None:
+    assert QueueStats("q", 1, 2, 3, 4).live == 6
+    with pytest.raises(InvalidArgument):
+        QueueStats("q", -1, 0, 0, 0)
+    with pytest.raises(InvalidArgument):
+        SweepResult(expired=-1)
+
+
+# -------------------------------------------------------------------- errors
+
+
+def test_errors_pickle_with_their_attributes() -> None:
+    reserved = pickle.loads(pickle.dumps(ReservedName("__alkstore.x")))
+    assert (type(reserved), reserved.name) == (ReservedName, "__alkstore.x")
+    schema = pickle.loads(pickle.dumps(SchemaVersionError(9, 2)))
+    assert (schema.found, schema.supported) == (9, 2)
+
+
+# ------------------------------------------------------------------- backoff
+
+
+def test_backoff_stays_within_the_equal_jitter_band() -> None:
+    rng = random.Random(7)
+    for attempt in range(1, 30):
+        ceiling = min(5.0 * 2 ** (attempt - 1), backoff.MAX_DELAY_S)
+        for _ in range(20):
+            value = backoff.delay(attempt, 5.0, rng.random)
+            assert ceiling / 2 <= value <= ceiling
+    assert backoff.delay(1, 5.0, lambda: 0.0) == 2.5
+    assert backoff.delay(10**6, 5.0, lambda: 0.0) == backoff.MAX_DELAY_S / 2
+    assert backoff.delay(3, 0) == 0.0
+
+
+@pytest.mark.parametrize(("attempt", "base"), [(0, 5.0), (True, 5.0), (1, -1.0), (1, math.nan)])
+def test_backoff_refuses_bad_input(attempt: Any, base: Any) -> None:
+    with pytest.raises(InvalidArgument):
+        backoff.delay(attempt, base)
+
+
+# ---------------------------------------------------------- worker signals
+
+
+def test_retry_and_fail_carry_their_arguments() -> None:
+    assert (Retry().delay_s, Retry(30).delay_s, Retry(delay_s=1.5).delay_s) == (None, 30.0, 1.5)
+    assert Retry(0, "upstream busy").reason == "upstream busy"
+    assert Fail("no such user").reason == "no such user"
+    assert str(Fail("no such user")) == "no such user"
+    bad_delays: list[Any] = [-1, math.inf, "soon", timedelta(seconds=1)]
+    for bad in bad_delays:
+        with pytest.raises(InvalidArgument):
+            Retry(bad)
+
+
+def test_retry_and_fail_pickle() -> None:
+    retry = pickle.loads(pickle.dumps(Retry(2.5, "later")))
+    assert (retry.delay_s, retry.reason) == (2.5, "later")
+    fail = pickle.loads(pickle.dumps(Fail("bad")))
+    assert fail.reason == "bad"
+
+
+def test_public_surface() -> None:
+    for name in ("Worker", "Retry", "Fail", "open", "Store", "Job", "Queue", "InvalidSpec"):
+        assert name in alkstore.__all__
+        assert hasattr(alkstore, name)
+    assert sorted(alkstore.__all__) == sorted(set(alkstore.__all__))
