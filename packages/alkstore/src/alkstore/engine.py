@@ -527,21 +527,16 @@ class QueueOutbox:
         worker_id: str | None = None,
     ) -> None:
         """Claim, ``deliver(payload)``, ack on return; retry by the curve when
-        *deliver* raises. Returns when *stop* is set (checked at least every
-        half second)."""
-        stop = stop if stop is not None else threading.Event()
-        wid = check_worker_id(worker_id) if worker_id is not None else default_owner()
-        while not stop.is_set():
-            job = self._queue.claim(wid, wait_s=0.5)
-            if job is None:
-                continue
-            try:
-                deliver(job.payload)
-            except Exception as exc:
-                log.warning("outbox %s: delivery of job %s failed: %s", self._name, job.id, exc)
-                job.retry(error_text(exc))
-            else:
-                job.ack()
+        *deliver* raises (Q-20). Returns when *stop* is set (within half a
+        second), or on SIGINT/SIGTERM when run in the main thread.
+
+        Deliveries run on a one-thread :class:`~alkstore.worker.Worker`, so a
+        slow delivery keeps its claim by heartbeats and a busy database is
+        retried rather than ending the loop.
+        """
+        from .worker import Worker  # the worker builds on this module
+
+        Worker(None, self._queue, lambda job: deliver(job.payload), 1, worker_id).run(stop)
 
 
 # -------------------------------------------------------------------- scheduler

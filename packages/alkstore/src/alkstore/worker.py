@@ -116,7 +116,8 @@ class Worker:
     """Runs *handler* over the jobs of *queue* on ``concurrency`` threads (W-1..W-5).
 
     *queue* is a queue name (opened with ``store.queue(queue, queue_opts)``)
-    or a :class:`~alkstore.protocols.Queue` handle. *worker_id* is recorded on
+    or a :class:`~alkstore.protocols.Queue` handle (then *store* may be
+    ``None``). *worker_id* is recorded on
     every claim; by default ``host:pid:random``.
 
     Keyword options:
@@ -135,7 +136,7 @@ class Worker:
 
     def __init__(
         self,
-        store: Store,
+        store: Store | None,
         queue: str | Queue,
         handler: Handler,
         concurrency: int = 4,
@@ -149,12 +150,13 @@ class Worker:
         if not callable(handler):
             raise InvalidArgument(f"handler must be callable, not {type(handler).__name__}")
         if isinstance(queue, str):
+            if store is None:
+                raise InvalidArgument("a queue name needs its store; or pass a Queue handle")
             self._queue: Queue = store.queue(queue, queue_opts)
         else:
             if queue_opts is not None:
                 raise InvalidArgument("queue_opts goes with a queue name, not a Queue handle")
             self._queue = queue
-        self._store = store
         self._handler = handler
         self._concurrency = check_int("concurrency", concurrency, 1, MAX_CONCURRENCY)
         self._worker_id = default_owner() if worker_id is None else check_worker_id(worker_id)
