@@ -1,0 +1,59 @@
+"""Fixtures of the PostgreSQL engine's own tests: a server for the session
+(as in ``contract_tests/pg_server.py``) and a fresh schema per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from alkstore_postgres import PostgresStore
+from alkstore_postgres.testing import HOOKS, provide_server
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """The URL of a PostgreSQL server; skipped without one, failed under CI."""
+    with provide_server() as found:
+        if found.url is None:
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail(f"CI needs PostgreSQL: {found.reason}", pytrace=False)
+            pytest.skip(found.reason)
+        yield found.url
+
+
+@pytest.fixture
+def schema(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh schema name, dropped after the test."""
+    with HOOKS.isolated(pg_url, {}, request.node.name) as (_, opts):
+        yield str(opts["schema"])
+
+
+@pytest.fixture
+def open_store(pg_url: str, schema: str) -> Iterator[Callable[..., PostgresStore]]:
+    """Opens stores on the test's schema (options may override it); closes
+    them all afterwards."""
+    opened: list[PostgresStore] = []
+
+    def factory(**opts: object) -> PostgresStore:
+        store = PostgresStore(pg_url, **{"schema": schema, **opts})  # type: ignore[arg-type]
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(open_store: Callable[..., PostgresStore]) -> PostgresStore:
+    return open_store()
+
+
+@pytest.fixture
+def admin(pg_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """A plain autocommit connection to the server."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        yield conn
