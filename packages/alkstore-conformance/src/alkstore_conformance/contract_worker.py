@@ -232,8 +232,8 @@ class CountingQueue:
     def ack_batch(self, jobs: Sequence[Job]) -> int:
         return self.inner.ack_batch([j.inner if isinstance(j, RecordingJob) else j for j in jobs])
 
-    def cancel(self, job_id: int) -> bool:
-        return self.inner.cancel(job_id)
+    def cancel(self, job_id: int, tx: object | None = None) -> bool:
+        return self.inner.cancel(job_id, tx)
 
     def get_job(self, job_id: int) -> JobInfo | None:
         return self.inner.get_job(job_id)

@@ -28,10 +28,17 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Known failures: ``known_failures = {"test_name": "reason"}`` on the
     engine's contract class marks those tests as strict xfails, so that a
-    fixed failure is noticed."""
+    fixed failure is noticed. Each test also answers ``-k`` to the name of the
+    mixin that defines it (``-k QueueContract``)."""
     for item in items:
         cls = getattr(item, "cls", None)
-        known: Mapping[str, str] = getattr(cls, "known_failures", None) or {}
+        if cls is None:
+            continue
         name = getattr(item, "originalname", item.name)
+        known: Mapping[str, str] = getattr(cls, "known_failures", None) or {}
         if name in known:
             item.add_marker(pytest.mark.xfail(reason=known[name], strict=True))
+        for base in cls.__mro__:
+            if name in vars(base):
+                item.extra_keyword_matches.add(base.__name__)
+                break

@@ -290,11 +290,12 @@ class SQLiteQueue:
 
     # ----------------------------------------------------------------- operator
 
-    def cancel(self, job_id: int) -> bool:
-        """Delete a pending or processing job of this queue, whoever holds it (Q-13)."""
+    def cancel(self, job_id: int, tx: object | None = None) -> bool:
+        """Delete a pending or processing job of this queue, whoever holds it
+        (Q-13); joins *tx* (T-1)."""
         self._store._check_open()
         check_int("job_id", job_id, -(2**63), 2**63 - 1)
-        with self._store._write() as conn:
+        with self._store._write(tx) as conn:
             return conn.execute(_sql.CANCEL, {"id": job_id, "queue": self._name}).rowcount == 1
 
     def get_job(self, job_id: int) -> JobInfo | None:

@@ -222,10 +222,13 @@ ORDER BY priority DESC, ready_at, id
 LIMIT :n
 """
 
-# Seconds until the earliest not-yet-ready claimable row turns ready.
+# When the earliest claimable, unexpired row is (or was) ready. Not limited
+# to the future: a row that turned ready after the last attempt must end the
+# wait at once, not at the next wake.
 NEXT_READY = """
 SELECT MIN(ready_at) FROM __alkstore_jobs INDEXED BY __alkstore_jobs_ready
-WHERE queue = :queue AND attempts < max_attempts AND ready_at > :now
+WHERE queue = :queue AND attempts < max_attempts
+  AND (expires_at IS NULL OR expires_at > :now)
 """
 
 # Fencing: (id, attempts), still processing, deadline not passed (Q-4, Q-7).

@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from alkstore.engine import check_limit, check_wait, wait_for
-from alkstore.errors import InvalidArgument
-from alkstore.names import decode_payload, encode_payload, validate_name
+from alkstore.names import decode_payload, encode_payload, validate_key, validate_name
 from alkstore.types import Event, check_int
 
 from . import _sql
@@ -21,21 +20,9 @@ from ._time import now_us, to_datetime
 if TYPE_CHECKING:
     from ._core import StoreCore
 
-__all__ = ["SQLiteStream", "check_key"]
+__all__ = ["SQLiteStream"]
 
 _MAX_OFFSET = 2**63 - 1
-_MAX_KEY = 1024
-
-
-def check_key(key: object) -> str | None:
-    """An event key: ``None`` or a string of at most 1,024 characters."""
-    if key is None:
-        return None
-    if not isinstance(key, str):
-        raise InvalidArgument(f"key must be a str or None, not {type(key).__name__}")
-    if len(key) > _MAX_KEY or "\x00" in key:
-        raise InvalidArgument(f"key must be at most {_MAX_KEY} characters without NUL")
-    return key
 
 
 class SQLiteStream:
@@ -56,7 +43,7 @@ class SQLiteStream:
         """Append an event and return its offset; joins *tx* (T-1)."""
         self._store._check_open()
         text = encode_payload(payload)
-        event_key = check_key(key)
+        event_key = validate_key(key)
         with self._store._write(tx) as conn:
             seq = int(conn.execute(_sql.NEXT_SEQ, {"stream": self._name}).fetchone()[0])
             conn.execute(

@@ -68,6 +68,9 @@ OUTBOX_OPTS = QueueOpts(visibility_timeout_s=60.0, max_attempts=5, backoff_base_
 #: Longest a blocking call sleeps before it looks at the database again even
 #: though no wake arrived: wakes are hints (Q-19), this is the safety net.
 FALLBACK_POLL_S = 5.0
+#: The pause before re-attempting when a row is ready but the attempt got
+#: nothing: short, but never a spin.
+_RETRY_READY_S = 0.005
 #: How often a blocked call checks whether its store was closed.
 _CLOSE_CHECK_S = 0.25
 
@@ -325,18 +328,22 @@ class WakeBoard:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._gens: dict[str, int] = collections.defaultdict(int)
+        self._gens: dict[str, int] = {}
         self._epoch = 0
         self._closed = False
 
     def generation(self, key: str) -> int:
+        """The key's generation; reading it registers the key for wakes."""
         with self._cond:
-            return self._epoch + self._gens[key]
+            return self._epoch + self._gens.setdefault(key, 0)
 
     def bump(self, key: str) -> None:
+        """Wake waiters of *key*. A key nobody ever waited on is not
+        recorded: wakes for every queue of a database must not grow memory."""
         with self._cond:
-            self._gens[key] += 1
-            self._cond.notify_all()
+            if key in self._gens:
+                self._gens[key] += 1
+                self._cond.notify_all()
 
     def bump_all(self) -> None:
         with self._cond:
@@ -354,7 +361,7 @@ class WakeBoard:
         when woken. Returns at once after :meth:`close`."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self._epoch + self._gens[key] == seen and not self._closed:
+            while self._epoch + self._gens.get(key, 0) == seen and not self._closed:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -381,8 +388,11 @@ def wait_for(
 
     Calls *attempt* until it returns something truthy or *wait_s* runs out.
     Between attempts it sleeps until a wake on *key*, until *next_ready*
-    (seconds until the earliest not-yet-ready row turns ready, or ``None``)
-    says so, or at most *fallback_s* when wakes may be lost. *on_wait* runs
+    (seconds until the earliest claimable row is ready, negative when it
+    already is, or ``None``) says so, or at most *fallback_s* when wakes may
+    be lost. A row that is ready but was not claimed (another claimer holds
+    it, or it turned ready just after the attempt) is retried after a short
+    pause, never slept through. *on_wait* runs
     once, before the first sleep, and is followed by a fresh attempt: an engine
     that starts its wake source there cannot miss a commit made meanwhile.
     """
@@ -405,7 +415,7 @@ def wait_for(
         if next_ready is not None:
             ready_in = next_ready()
             if ready_in is not None:
-                wake_at = min(wake_at, now + max(ready_in, 0.0))
+                wake_at = min(wake_at, now + max(ready_in, _RETRY_READY_S))
         # Sleep in slices so that close() is noticed promptly.
         while not is_closed():
             remaining = wake_at - time.monotonic()

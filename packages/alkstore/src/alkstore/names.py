@@ -13,6 +13,7 @@ from typing import Any
 from .errors import InvalidArgument, ReservedName
 
 __all__ = [
+    "MAX_KEY_LENGTH",
     "MAX_NAME_LENGTH",
     "MAX_NOTIFICATION_BYTES",
     "MAX_PAYLOAD_BYTES",
@@ -20,6 +21,7 @@ __all__ = [
     "decode_payload",
     "encode_payload",
     "is_reserved",
+    "validate_key",
     "validate_name",
 ]
 
@@ -27,6 +29,8 @@ __all__ = [
 RESERVED_PREFIX = "__alkstore"
 #: Longest accepted name, in characters (C-1).
 MAX_NAME_LENGTH = 200
+#: Longest accepted stream event key, in characters.
+MAX_KEY_LENGTH = 1024
 #: Largest accepted encoded payload, in UTF-8 bytes (C-3).
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 #: Largest accepted encoded notification payload, in UTF-8 bytes (C-3).
@@ -66,6 +70,23 @@ def validate_name(name: object, kind: str = "name", *, allow_reserved: bool = Fa
     if not allow_reserved and is_reserved(name):
         raise ReservedName(name)
     return name
+
+
+def validate_key(key: object) -> str | None:
+    """A stream event key: ``None``, or a string of at most
+    :data:`MAX_KEY_LENGTH` characters that every database can store (no NUL,
+    no lone surrogate). Raises :class:`InvalidArgument` otherwise."""
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise InvalidArgument(f"key must be a str or None, not {type(key).__name__}")
+    if len(key) > MAX_KEY_LENGTH or "\x00" in key:
+        raise InvalidArgument(f"key must be at most {MAX_KEY_LENGTH} characters without NUL")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument("key is not valid Unicode text (lone surrogate)") from exc
+    return key
 
 
 def encode_payload(value: Any, *, limit: int = MAX_PAYLOAD_BYTES, what: str = "payload") -> str:

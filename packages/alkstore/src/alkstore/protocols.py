@@ -146,8 +146,9 @@ class Queue(Protocol):
         """Ack every still-valid claim; return how many landed (Q-9)."""
         ...
 
-    def cancel(self, job_id: int) -> bool:
-        """Delete a pending or processing job of this queue (Q-13, C-7)."""
+    def cancel(self, job_id: int, tx: object | None = None) -> bool:
+        """Delete a pending or processing job of this queue (Q-13, C-7);
+        joins *tx* like every write (T-1)."""
         ...
 
     def get_job(self, job_id: int) -> JobInfo | None:
