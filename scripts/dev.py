@@ -37,7 +37,10 @@ def venv_python() -> Path:
 
 def fingerprint() -> str:
     digest = hashlib.sha256(sys.version.encode())
-    for path in [ROOT / "pyproject.toml", *(ROOT / "packages" / p / "pyproject.toml" for p in PACKAGES)]:
+    for path in [
+        ROOT / "pyproject.toml",
+        *(ROOT / "packages" / p / "pyproject.toml" for p in PACKAGES),
+    ]:
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -65,7 +68,7 @@ def ensure_env() -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if sys.version_info < (3, 10):
+    if sys.version_info < (3, 10):  # noqa: UP036 - say so plainly on an old Python
         print("alkstore needs Python 3.10 or newer", file=sys.stderr)
         return 2
     task, args = (argv[0], argv[1:]) if argv else ("help", [])

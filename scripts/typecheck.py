@@ -21,10 +21,18 @@ TARGETS = [
 ]
 
 
+def _has_sources(path: Path) -> bool:
+    """Python files outside hidden directories (a benchmark's .venv)."""
+    return any(
+        not any(part.startswith(".") for part in f.relative_to(path).parts)
+        for f in path.rglob("*.py")
+    )
+
+
 def main() -> int:
     status = 0
     for target in TARGETS:
-        paths = [p for p in target if (ROOT / p).exists()]
+        paths = [p for p in target if _has_sources(ROOT / p)]
         if not paths:
             continue
         print("mypy --strict", " ".join(paths), flush=True)
