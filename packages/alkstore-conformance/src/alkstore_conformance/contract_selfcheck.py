@@ -107,7 +107,9 @@ class _BrokenStore(_Proxy):
 #: breakage -> the suite's test that must catch it.
 CASES: dict[str, str] = {
     "handles_lie": "test_handle_ops_after_the_deadline_are_refused_and_change_nothing",
-    "claim_ignores_priority": "test_claim_batch_returns_jobs_by_priority_then_run_at_then_enqueue_order",
+    "claim_ignores_priority": (
+        "test_claim_batch_returns_jobs_by_priority_then_run_at_then_enqueue_order"
+    ),
     "get_job_misses_dead": "test_get_job_returns_every_field_in_every_state",
     "cancel_always_true": "test_cancel_of_a_dead_missing_or_foreign_job_is_false",
 }
