@@ -74,7 +74,7 @@ class _BrokenQueue(_Proxy):
             return list(jobs[:n])
         jobs = self._inner.claim_batch(worker_id, n, wait_s)
         if self._breakage == "handles_lie":
-            return [_LyingJob(j) for j in jobs]  # type: ignore[misc]
+            return [_LyingJob(j) for j in jobs]
         return list(jobs)
 
     def get_job(self, job_id: int) -> JobInfo | None:
