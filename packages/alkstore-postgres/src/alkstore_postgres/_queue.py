@@ -18,6 +18,7 @@ from alkstore.engine import (
     check_limit,
     check_wait,
     check_worker_id,
+    job_info_from_row,
     prepare_job,
     wait_for,
 )
@@ -39,7 +40,7 @@ from ._core import fetch_all, fetch_one, run, utc
 if TYPE_CHECKING:
     from ._core import StoreCore
 
-__all__ = ["PostgresQueue", "clean_text", "insert_params", "job_info"]
+__all__ = ["PostgresQueue", "clean_text", "insert_params"]
 
 _MAX_BATCH = 10_000
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
@@ -74,54 +75,6 @@ def insert_params(queue: str, job: NewJob, wake: str) -> dict[str, Any]:
         "expires_s": job.expires_s,
         "wake": wake,
     }
-
-
-def _opt_time(value: datetime | None) -> datetime | None:
-    return None if value is None else utc(value)
-
-
-def job_info(row: tuple[Any, ...]) -> JobInfo:
-    """A ``JobInfo`` from a row of ``_INFO_LIVE`` / ``_INFO_DEAD``."""
-    (
-        job_id,
-        queue,
-        payload,
-        priority,
-        run_at,
-        created_at,
-        claimed_at,
-        deadline,
-        worker_id,
-        attempts,
-        max_attempts,
-        vt,
-        backoff,
-        retention,
-        expires_at,
-        state,
-        last_error,
-        died_at,
-    ) = row
-    return JobInfo(
-        id=job_id,
-        queue=queue,
-        state=JobState(state),
-        payload=decode_payload(payload),
-        attempts=attempts,
-        max_attempts=max_attempts,
-        priority=priority,
-        created_at=utc(created_at),
-        run_at=utc(run_at),
-        claimed_at=_opt_time(claimed_at),
-        expires_at=_opt_time(expires_at),
-        visibility_timeout_s=vt,
-        backoff_base_s=backoff,
-        dead_letter_retention_s=retention,
-        last_error=last_error,
-        died_at=_opt_time(died_at),
-        deadline=_opt_time(deadline),
-        worker_id=worker_id,
-    )
 
 
 class PostgresQueue:
@@ -306,7 +259,7 @@ class PostgresQueue:
         check_int("job_id", job_id, _MIN_ID, _MAX_ID)
         with self._store._conn() as conn:
             row = fetch_one(conn, self._sql.get_job, {"id": job_id, "queue": self._name})
-        return None if row is None else job_info(row)
+        return None if row is None else job_info_from_row(row, utc)
 
     def list_jobs(self, state: JobState, limit: int = 100, after_id: int = 0) -> list[JobInfo]:
         """Jobs in *state* with ``id > after_id``, ascending, at most *limit*."""
@@ -323,7 +276,7 @@ class PostgresQueue:
         }
         stmt = self._sql.list_dead if wanted is JobState.DEAD else self._sql.list_live
         with self._store._conn() as conn:
-            return [job_info(row) for row in fetch_all(conn, stmt, params)]
+            return [job_info_from_row(row, utc) for row in fetch_all(conn, stmt, params)]
 
     def stats(self) -> QueueStats:
         """Counts by state; a pure read."""

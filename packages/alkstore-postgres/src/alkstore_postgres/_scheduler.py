@@ -16,13 +16,13 @@ from typing import Any
 from alkstore.engine import (
     SCHEDULES_WAKE_KEY,
     check_schedule_args,
-    decode_enqueue_opts,
     encode_enqueue_opts,
     plan_fire,
     prepare_job,
+    schedule_from_row,
 )
 from alkstore.errors import InvalidArgument
-from alkstore.names import decode_payload, encode_payload, validate_name
+from alkstore.names import encode_payload, validate_name
 from alkstore.specs import parse
 from alkstore.types import EnqueueOpts, QueueOpts, Schedule
 
@@ -32,20 +32,6 @@ from ._queue import insert_params
 __all__ = ["ScheduleMixin"]
 
 log = logging.getLogger("alkstore.postgres")
-
-
-def _schedule(row: tuple[Any, ...]) -> Schedule:
-    name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at = row
-    return Schedule(
-        name=name,
-        spec=spec,
-        queue=queue,
-        payload=decode_payload(payload),
-        opts=decode_enqueue_opts(opts),
-        tz=tz,
-        next_fire_at=utc(next_fire_at),
-        last_fire_at=None if last_fire_at is None else utc(last_fire_at),
-    )
 
 
 class ScheduleMixin(StoreCore):
@@ -84,7 +70,7 @@ class ScheduleMixin(StoreCore):
             params["next_fire_at"] = parsed.first_fire(utc(now_row[0]), zone)
             row = fetch_one(conn, self._sql.upsert_schedule, params)
         assert row is not None
-        return _schedule(row)
+        return schedule_from_row(row, utc)
 
     def unschedule(self, name: str) -> bool:
         """Remove a schedule; ``False`` if there was none."""
@@ -101,7 +87,9 @@ class ScheduleMixin(StoreCore):
         """Every schedule, by name."""
         self._check_open()
         with self._conn() as conn:
-            return [_schedule(row) for row in fetch_all(conn, self._sql.list_schedules, {})]
+            return [
+                schedule_from_row(row, utc) for row in fetch_all(conn, self._sql.list_schedules, {})
+            ]
 
     def tick_schedules(self) -> int:
         """Enqueue every due fire exactly once (SC-3), one fire per schedule
@@ -111,7 +99,7 @@ class ScheduleMixin(StoreCore):
             rows = fetch_all(conn, self._sql.due_schedules, {})
         fired = 0
         for row in rows:
-            now, sched = utc(row[0]), _schedule(row[1:])
+            now, sched = utc(row[0]), schedule_from_row(row[1:], utc)
             try:
                 spec = parse(sched.spec)
             except InvalidArgument as exc:  # stored by another version's parser

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from alkstore.engine import check_limit, check_wait, wait_for
-from alkstore.names import decode_payload, encode_payload, validate_key, validate_name
-from alkstore.types import Event, check_int
+from alkstore.engine import check_limit, check_offset, check_wait, events_from_rows, wait_for
+from alkstore.names import encode_payload, validate_key, validate_name
+from alkstore.types import Event
 
 from ._core import fetch_all, fetch_one, run, utc
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from ._core import StoreCore
 
 __all__ = ["PostgresStream", "stream_wake_key"]
-
-_MAX_OFFSET = 2**63 - 1
 
 
 def stream_wake_key(name: str) -> str:
@@ -67,21 +65,18 @@ class PostgresStream:
         self._store._check_open()
         params = {
             "stream": self._name,
-            "after": check_int("after", after, 0, _MAX_OFFSET),
+            "after": check_offset("after", after),
             "limit": check_limit(limit),
         }
         with self._store._conn() as conn:
             rows = fetch_all(conn, self._sql.read_events, params)
-        return [
-            Event(offset=seq, key=key, payload=decode_payload(payload), created_at=utc(at))
-            for seq, key, payload, at in rows
-        ]
+        return events_from_rows(rows, utc)
 
     def commit(self, consumer: str, offset: int) -> bool:
         """Move *consumer* forward to *offset*; ``False`` if not forward (S-3)."""
         self._store._check_open()
         name = validate_name(consumer, "consumer")
-        seq = check_int("offset", offset, 0, _MAX_OFFSET)
+        seq = check_offset("offset", offset)
         if seq == 0:
             return False  # every consumer starts at 0
         params = {"stream": self._name, "consumer": name, "seq": seq}
@@ -99,7 +94,7 @@ class PostgresStream:
     def wait(self, after: int, timeout_s: float) -> bool:
         """Block until an event past *after* exists or *timeout_s* passes."""
         self._store._check_open()
-        params = {"stream": self._name, "after": check_int("after", after, 0, _MAX_OFFSET)}
+        params = {"stream": self._name, "after": check_offset("after", after)}
         timeout = check_wait(timeout_s)
 
         def exists() -> bool:
@@ -122,6 +117,6 @@ class PostgresStream:
         """Delete events with offset < *before*; offsets are never reused
         (the counter row stays)."""
         self._store._check_open()
-        params = {"stream": self._name, "before": check_int("before", before, 0, _MAX_OFFSET)}
+        params = {"stream": self._name, "before": check_offset("before", before)}
         with self._store._conn() as conn:
             return run(conn, self._sql.trim, params)

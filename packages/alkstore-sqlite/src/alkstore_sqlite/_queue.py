@@ -14,6 +14,7 @@ from alkstore.engine import (
     check_limit,
     check_wait,
     check_worker_id,
+    job_info_from_row,
     prepare_job,
     wait_for,
 )
@@ -36,13 +37,9 @@ from ._time import from_datetime, micros, now_us, to_datetime
 if TYPE_CHECKING:
     from ._core import StoreCore
 
-__all__ = ["SQLiteQueue", "insert_params", "job_info"]
+__all__ = ["SQLiteQueue", "insert_params"]
 
 _MAX_BATCH = 10_000
-
-
-def _opt_time(us: int | None) -> datetime | None:
-    return None if us is None else to_datetime(us)
 
 
 def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
@@ -60,50 +57,6 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
         "retention": job.dead_letter_retention_s,
         "expires_at": None if job.expires_s is None else now + micros(job.expires_s),
     }
-
-
-def job_info(row: sqlite3.Row | tuple[Any, ...]) -> JobInfo:
-    """A ``JobInfo`` from a row of ``_INFO_LIVE`` / ``_INFO_DEAD``."""
-    (
-        job_id,
-        queue,
-        payload,
-        priority,
-        run_at,
-        created_at,
-        claimed_at,
-        deadline,
-        worker_id,
-        attempts,
-        max_attempts,
-        vt,
-        backoff,
-        retention,
-        expires_at,
-        state,
-        last_error,
-        died_at,
-    ) = row
-    return JobInfo(
-        id=job_id,
-        queue=queue,
-        state=JobState(state),
-        payload=decode_payload(payload),
-        attempts=attempts,
-        max_attempts=max_attempts,
-        priority=priority,
-        created_at=to_datetime(created_at),
-        run_at=to_datetime(run_at),
-        claimed_at=_opt_time(claimed_at),
-        expires_at=_opt_time(expires_at),
-        visibility_timeout_s=float(vt),
-        backoff_base_s=float(backoff),
-        dead_letter_retention_s=None if retention is None else float(retention),
-        last_error=last_error,
-        died_at=_opt_time(died_at),
-        deadline=_opt_time(deadline),
-        worker_id=worker_id,
-    )
 
 
 class SQLiteQueue:
@@ -304,7 +257,7 @@ class SQLiteQueue:
         check_int("job_id", job_id, -(2**63), 2**63 - 1)
         with self._store._read() as conn:
             row = conn.execute(_sql.GET_JOB, {"id": job_id, "queue": self._name}).fetchone()
-        return None if row is None else job_info(row)
+        return None if row is None else job_info_from_row(row, to_datetime)
 
     def list_jobs(self, state: JobState, limit: int = 100, after_id: int = 0) -> list[JobInfo]:
         """Jobs in *state* with ``id > after_id``, ascending, at most *limit*."""
@@ -321,7 +274,7 @@ class SQLiteQueue:
         }
         sql = _sql.LIST_DEAD if wanted is JobState.DEAD else _sql.LIST_LIVE
         with self._store._read() as conn:
-            return [job_info(row) for row in conn.execute(sql, params)]
+            return [job_info_from_row(row, to_datetime) for row in conn.execute(sql, params)]
 
     def stats(self) -> QueueStats:
         """Counts by state; a pure read."""

@@ -10,17 +10,16 @@ a fire (SC-3). The leader loop is the shared ``run_scheduler_loop`` (SC-5).
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import Any
 
 from alkstore.engine import (
     check_schedule_args,
-    decode_enqueue_opts,
     encode_enqueue_opts,
     plan_fire,
     prepare_job,
+    schedule_from_row,
 )
-from alkstore.names import decode_payload, encode_payload, validate_name
+from alkstore.names import encode_payload, validate_name
 from alkstore.specs import parse
 from alkstore.types import EnqueueOpts, QueueOpts, Schedule
 
@@ -32,20 +31,6 @@ from ._time import from_datetime, now_us, to_datetime
 __all__ = ["ScheduleMixin"]
 
 log = logging.getLogger("alkstore.sqlite")
-
-
-def _schedule(row: sqlite3.Row | tuple[Any, ...]) -> Schedule:
-    name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at = row
-    return Schedule(
-        name=name,
-        spec=spec,
-        queue=queue,
-        payload=decode_payload(payload),
-        opts=decode_enqueue_opts(opts),
-        tz=tz,
-        next_fire_at=to_datetime(next_fire_at),
-        last_fire_at=None if last_fire_at is None else to_datetime(last_fire_at),
-    )
 
 
 class ScheduleMixin(StoreCore):
@@ -88,7 +73,7 @@ class ScheduleMixin(StoreCore):
                 },
             )
             row = conn.execute(_sql.GET_SCHEDULE, {"name": sched_name}).fetchone()
-        return _schedule(row)
+        return schedule_from_row(row, to_datetime)
 
     def unschedule(self, name: str) -> bool:
         """Remove a schedule; ``False`` if there was none."""
@@ -101,7 +86,9 @@ class ScheduleMixin(StoreCore):
         """Every schedule, by name."""
         self._check_open()
         with self._read() as conn:
-            return [_schedule(row) for row in conn.execute(_sql.LIST_SCHEDULES)]
+            return [
+                schedule_from_row(row, to_datetime) for row in conn.execute(_sql.LIST_SCHEDULES)
+            ]
 
     def tick_schedules(self) -> int:
         """Enqueue every due fire exactly once (SC-3), one fire per schedule
@@ -109,7 +96,10 @@ class ScheduleMixin(StoreCore):
         self._check_open()
         now = now_us()
         with self._read() as conn:
-            due = [_schedule(row) for row in conn.execute(_sql.DUE_SCHEDULES, {"now": now})]
+            due = [
+                schedule_from_row(row, to_datetime)
+                for row in conn.execute(_sql.DUE_SCHEDULES, {"now": now})
+            ]
         fired = 0
         for sched in due:
             plan = plan_fire(sched, parse(sched.spec), to_datetime(now))

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from alkstore.engine import check_limit, check_wait, wait_for
-from alkstore.names import decode_payload, encode_payload, validate_key, validate_name
-from alkstore.types import Event, check_int
+from alkstore.engine import check_limit, check_offset, check_wait, events_from_rows, wait_for
+from alkstore.names import encode_payload, validate_key, validate_name
+from alkstore.types import Event
 
 from . import _sql
 from ._time import now_us, to_datetime
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from ._core import StoreCore
 
 __all__ = ["SQLiteStream"]
-
-_MAX_OFFSET = 2**63 - 1
 
 
 class SQLiteStream:
@@ -63,21 +61,18 @@ class SQLiteStream:
         self._store._check_open()
         params = {
             "stream": self._name,
-            "after": check_int("after", after, 0, _MAX_OFFSET),
+            "after": check_offset("after", after),
             "limit": check_limit(limit),
         }
         with self._store._read() as conn:
             rows = conn.execute(_sql.READ_EVENTS, params).fetchall()
-        return [
-            Event(offset=seq, key=key, payload=decode_payload(payload), created_at=to_datetime(at))
-            for seq, key, payload, at in rows
-        ]
+        return events_from_rows(rows, to_datetime)
 
     def commit(self, consumer: str, offset: int) -> bool:
         """Move *consumer* forward to *offset*; ``False`` if not forward (S-3)."""
         self._store._check_open()
         name = validate_name(consumer, "consumer")
-        seq = check_int("offset", offset, 0, _MAX_OFFSET)
+        seq = check_offset("offset", offset)
         if seq == 0:
             return False  # every consumer starts at 0
         with self._store._write() as conn:
@@ -95,7 +90,7 @@ class SQLiteStream:
     def wait(self, after: int, timeout_s: float) -> bool:
         """Block until an event past *after* exists or *timeout_s* passes."""
         self._store._check_open()
-        params = {"stream": self._name, "after": check_int("after", after, 0, _MAX_OFFSET)}
+        params = {"stream": self._name, "after": check_offset("after", after)}
         timeout = check_wait(timeout_s)
 
         def exists() -> bool:
@@ -116,6 +111,6 @@ class SQLiteStream:
     def trim(self, before: int) -> int:
         """Delete events with offset < *before*; offsets are never reused."""
         self._store._check_open()
-        params = {"stream": self._name, "before": check_int("before", before, 0, _MAX_OFFSET)}
+        params = {"stream": self._name, "before": check_offset("before", before)}
         with self._store._write() as conn:
             return conn.execute(_sql.TRIM, params).rowcount

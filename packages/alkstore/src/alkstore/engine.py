@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import TracebackType
@@ -25,10 +25,20 @@ from typing import Any, Protocol
 
 from . import backoff
 from .errors import InvalidArgument, StoreClosed, TransientError
-from .names import encode_payload, validate_name
+from .names import decode_payload, encode_payload, validate_name
 from .protocols import Capability, Queue
 from .specs import ScheduleSpec
-from .types import EnqueueOpts, Notification, QueueOpts, Schedule, check_duration, check_int
+from .types import (
+    EnqueueOpts,
+    Event,
+    JobInfo,
+    JobState,
+    Notification,
+    QueueOpts,
+    Schedule,
+    check_duration,
+    check_int,
+)
 
 __all__ = [
     "ALL_CAPABILITIES",
@@ -183,6 +193,99 @@ def decode_enqueue_opts(text: str | None) -> EnqueueOpts | None:
     if text is None:
         return None
     return EnqueueOpts(**json.loads(text))
+
+
+# ------------------------------------------------------------------ rows
+
+#: Turns a stored timestamp (SQLite microseconds, a PostgreSQL datetime) into
+#: an aware UTC datetime (C-4).
+ToTime = Callable[[Any], datetime]
+
+#: Column order of the rows :func:`job_info_from_row` reads: the job's
+#: columns, then ``state``, ``last_error``, ``died_at``.
+JOB_INFO_COLUMNS = (
+    "id",
+    "queue",
+    "payload",
+    "priority",
+    "run_at",
+    "created_at",
+    "claimed_at",
+    "deadline",
+    "worker_id",
+    "attempts",
+    "max_attempts",
+    "visibility_timeout_s",
+    "backoff_base_s",
+    "dead_letter_retention_s",
+    "expires_at",
+    "state",
+    "last_error",
+    "died_at",
+)
+
+
+def job_info_from_row(row: Sequence[Any], to_time: ToTime) -> JobInfo:
+    """A ``JobInfo`` (Q-14) from a row in :data:`JOB_INFO_COLUMNS` order."""
+    col = dict(zip(JOB_INFO_COLUMNS, row, strict=True))
+
+    def opt_time(name: str) -> datetime | None:
+        return None if col[name] is None else to_time(col[name])
+
+    retention = col["dead_letter_retention_s"]
+    return JobInfo(
+        id=int(col["id"]),
+        queue=col["queue"],
+        state=JobState(col["state"]),
+        payload=decode_payload(col["payload"]),
+        attempts=int(col["attempts"]),
+        max_attempts=int(col["max_attempts"]),
+        priority=int(col["priority"]),
+        created_at=to_time(col["created_at"]),
+        run_at=to_time(col["run_at"]),
+        claimed_at=opt_time("claimed_at"),
+        expires_at=opt_time("expires_at"),
+        visibility_timeout_s=float(col["visibility_timeout_s"]),
+        backoff_base_s=float(col["backoff_base_s"]),
+        dead_letter_retention_s=None if retention is None else float(retention),
+        last_error=col["last_error"],
+        died_at=opt_time("died_at"),
+        deadline=opt_time("deadline"),
+        worker_id=col["worker_id"],
+    )
+
+
+def schedule_from_row(row: Sequence[Any], to_time: ToTime) -> Schedule:
+    """A ``Schedule`` from ``(name, spec, queue, payload, opts, tz,
+    next_fire_at, last_fire_at)``, payload and opts as stored."""
+    name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at = row
+    return Schedule(
+        name=name,
+        spec=spec,
+        queue=queue,
+        payload=decode_payload(payload),
+        opts=decode_enqueue_opts(opts),
+        tz=tz,
+        next_fire_at=to_time(next_fire_at),
+        last_fire_at=None if last_fire_at is None else to_time(last_fire_at),
+    )
+
+
+def events_from_rows(rows: Iterable[Sequence[Any]], to_time: ToTime) -> list[Event]:
+    """``Event`` values from ``(seq, key, payload, created_at)`` rows."""
+    return [
+        Event(offset=int(seq), key=key, payload=decode_payload(payload), created_at=to_time(at))
+        for seq, key, payload, at in rows
+    ]
+
+
+#: Largest stream offset (a signed 64-bit column on every engine).
+MAX_OFFSET = 2**63 - 1
+
+
+def check_offset(name: str, value: object) -> int:
+    """A stream offset argument: an int in ``[0, MAX_OFFSET]``."""
+    return check_int(name, value, 0, MAX_OFFSET)
 
 
 # ------------------------------------------------------------------ job handle

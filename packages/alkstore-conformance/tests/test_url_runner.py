@@ -1,0 +1,55 @@
+"""``python -m alkstore_conformance URL``: the suite against an engine by URL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "alkstore_conformance", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_runs_the_suite_against_a_sqlite_url(tmp_path: Path) -> None:
+    done = _run(
+        f"sqlite:///{tmp_path / 'x.db'}",
+        "-q",
+        "-k",
+        "every_rule or payloads_round_trip or threads_share",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout
+    # Each test got its own file, removed afterwards.
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_engine_options_reach_the_engine(tmp_path: Path) -> None:
+    done = _run(
+        f"sqlite:///{tmp_path / 'x.db'}",
+        "--engine-opts",
+        '{"synchronous": "normal"}',
+        "-q",
+        "-k",
+        "every_rule",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    bad = _run(f"sqlite:///{tmp_path / 'x.db'}", "--engine-opts", '{"nope": 1}', "-q", cwd=tmp_path)
+    assert bad.returncode != 0
+
+
+def test_bad_invocations_exit_2_with_one_line(tmp_path: Path) -> None:
+    for args in (["not-a-url"], ["sqlite:///x.db", "--engine-opts", "{bad json"]):
+        done = _run(*args, cwd=tmp_path)
+        assert done.returncode == 2
+        assert len(done.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in done.stderr
