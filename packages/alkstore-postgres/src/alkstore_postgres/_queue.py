@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING, Any
 from alkstore.engine import (
     ClaimedJob,
     NewJob,
+    QueueBase,
+    WakeBoard,
     check_limit,
-    check_wait,
-    check_worker_id,
+    claimed_jobs,
     job_info_from_row,
     prepare_job,
-    wait_for,
 )
 from alkstore.errors import InvalidArgument
-from alkstore.names import decode_payload, encode_payload
 from alkstore.protocols import Job
 from alkstore.types import (
     EnqueueOpts,
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresQueue", "clean_text", "insert_params"]
 
-_MAX_BATCH = 10_000
 _MIN_ID, _MAX_ID = -(2**63), 2**63 - 1
 
 
@@ -77,25 +75,31 @@ def insert_params(queue: str, job: NewJob, wake: str) -> dict[str, Any]:
     }
 
 
-class PostgresQueue:
+class PostgresQueue(QueueBase):
     """A handle on one queue name with the opts it stamps on enqueues (Q-1)."""
 
     def __init__(self, store: StoreCore, name: str, opts: QueueOpts) -> None:
+        super().__init__(name, opts)
         self._store = store
-        self._name = name
-        self._opts = opts
         self._sql = store._sql
 
-    def __repr__(self) -> str:
-        return f"PostgresQueue({self._name!r}, {self._opts!r})"
+    # ---------------------------------------------------------- QueueBase hooks
+
+    def _check_open(self) -> None:
+        self._store._check_open()
+
+    def _is_closed(self) -> bool:
+        return self._store.closed
 
     @property
-    def name(self) -> str:
-        return self._name
+    def _wakeboard(self) -> WakeBoard:
+        return self._store._wakes
 
-    @property
-    def opts(self) -> QueueOpts:
-        return self._opts
+    def _start_wakes(self) -> None:
+        self._store._ensure_listener()
+
+    def _fallback_s(self) -> float | None:
+        return self._store._fallback_s()
 
     # ------------------------------------------------------------------ enqueue
 
@@ -104,7 +108,7 @@ class PostgresQueue:
     ) -> int:
         """Insert one job, stamped with this handle's opts (Q-1), and wake the
         queue's sleepers at commit; joins *tx* (T-1, T-3)."""
-        self._store._check_open()
+        self._check_open()
         job = prepare_job(self._opts, payload, opts)
         params = insert_params(self._name, job, self._store._wake_channel)
         with self._store._conn(tx) as conn:
@@ -112,73 +116,20 @@ class PostgresQueue:
         assert row is not None
         return int(row[0])
 
-    def enqueue_many(
-        self, payloads: Sequence[Any], opts: EnqueueOpts | None = None, tx: object | None = None
-    ) -> list[int]:
-        """Insert every payload in one statement with one wake; ids in
-        payload order."""
-        self._store._check_open()
-        if isinstance(payloads, (str, bytes)) or not isinstance(payloads, Sequence):
-            raise InvalidArgument("payloads must be a sequence (list or tuple) of payloads")
-        if not payloads:
-            return []
-        first = prepare_job(self._opts, payloads[0], opts)
-        texts = [first.payload] + [encode_payload(p) for p in payloads[1:]]
+    def _insert_many(self, first: NewJob, payloads: list[str], tx: object | None) -> list[int]:
+        # One statement and one wake for the whole batch.
         params = insert_params(self._name, first, self._store._wake_channel)
-        params["payloads"] = texts
+        params["payloads"] = payloads
         with self._store._conn(tx) as conn:
-            ids = sorted(int(row[0]) for row in fetch_all(conn, self._sql.enqueue_many, params))
-        if len(ids) != len(texts):  # pragma: no cover - a broken server
-            raise AssertionError("enqueue_many inserted an unexpected number of rows")
-        return ids
+            return sorted(int(row[0]) for row in fetch_all(conn, self._sql.enqueue_many, params))
 
     # -------------------------------------------------------------------- claim
-
-    def claim(self, worker_id: str, wait_s: float = 0) -> Job | None:
-        """The best claimable job (Q-2..Q-6), waiting up to *wait_s* (Q-19)."""
-        jobs = self.claim_batch(worker_id, 1, wait_s)
-        return jobs[0] if jobs else None
-
-    def claim_batch(self, worker_id: str, n: int, wait_s: float = 0) -> list[Job]:
-        """Up to *n* jobs in claim order, in one statement (Q-2, Q-3)."""
-        self._store._check_open()
-        wid = check_worker_id(worker_id)
-        count = check_int("n", n, 1, _MAX_BATCH)
-        wait = check_wait(wait_s)
-        jobs: list[Job] = wait_for(
-            lambda: self._claim_once(wid, count),
-            wakes=self._store._wakes,
-            key=self._name,
-            wait_s=wait,
-            is_closed=lambda: self._store.closed,
-            next_ready=self._seconds_to_next_ready,
-            on_wait=self._store._ensure_listener,
-            fallback_s=self._store._fallback_s(),
-        )
-        return jobs
 
     def _claim_once(self, worker_id: str, n: int) -> list[Job]:
         params = {"queue": self._name, "worker": worker_id, "n": n}
         with self._store._conn() as conn:
             rows = fetch_all(conn, self._sql.claim, params)
-        # RETURNING order is unspecified; run_at now holds the claim-order time.
-        rows.sort(key=lambda r: (-r[4], r[5], r[0]))
-        return [
-            ClaimedJob(
-                id=job_id,
-                queue=self._name,
-                payload=decode_payload(payload),
-                attempts=attempts,
-                max_attempts=max_attempts,
-                priority=priority,
-                deadline=utc(deadline),
-                visibility_timeout_s=vt,
-                backoff_base_s=backoff,
-                worker_id=worker_id,
-                _ops=self,
-            )
-            for job_id, payload, attempts, max_attempts, priority, _, deadline, vt, backoff in rows
-        ]
+        return list(claimed_jobs(rows, self._name, worker_id, self, utc))
 
     def _seconds_to_next_ready(self) -> float | None:
         with self._store._conn() as conn:
@@ -190,7 +141,7 @@ class PostgresQueue:
     def ack_batch(self, jobs: Sequence[Job]) -> int:
         """Ack every still-valid claim of this queue in one statement; count
         those that landed (Q-9)."""
-        self._store._check_open()
+        self._check_open()
         handles = [j for j in jobs if isinstance(j, ClaimedJob)]
         if len(handles) != len(jobs):
             raise InvalidArgument("ack_batch takes jobs claimed from this store")
@@ -212,12 +163,12 @@ class PostgresQueue:
         return {"id": job.id, "attempt": job.attempts}
 
     def _ack_job(self, job: ClaimedJob, tx: object | None) -> bool:
-        self._store._check_open()
+        self._check_open()
         with self._store._conn(tx) as conn:
             return run(conn, self._sql.ack, self._fence(job)) == 1
 
     def _heartbeat_job(self, job: ClaimedJob, extend_s: float) -> datetime | None:
-        self._store._check_open()
+        self._check_open()
         params = self._fence(job)
         params["extend_s"] = extend_s
         with self._store._conn() as conn:
@@ -225,7 +176,7 @@ class PostgresQueue:
         return None if row is None else utc(row[0])
 
     def _retry_job(self, job: ClaimedJob, error: str, delay_s: float, tx: object | None) -> bool:
-        self._store._check_open()
+        self._check_open()
         # max_attempts is stamped at enqueue and never changes, and the fence
         # pins attempts: the handle knows which way the retry goes (Q-10).
         if job.attempts >= job.max_attempts:
@@ -237,7 +188,7 @@ class PostgresQueue:
             return run(conn, self._sql.retry_pending, params) == 1
 
     def _fail_job(self, job: ClaimedJob, error: str, tx: object | None) -> bool:
-        self._store._check_open()
+        self._check_open()
         params = self._fence(job)
         params["error"] = clean_text(error)
         with self._store._conn(tx) as conn:
@@ -248,14 +199,14 @@ class PostgresQueue:
     def cancel(self, job_id: int, tx: object | None = None) -> bool:
         """Delete a pending or processing job of this queue, whoever holds it
         (Q-13, C-7); ``False`` for a dead, missing or foreign job."""
-        self._store._check_open()
+        self._check_open()
         check_int("job_id", job_id, _MIN_ID, _MAX_ID)
         with self._store._conn(tx) as conn:
             return run(conn, self._sql.cancel, {"id": job_id, "queue": self._name}) == 1
 
     def get_job(self, job_id: int) -> JobInfo | None:
         """The job in any state, or ``None`` (Q-14); scoped to this queue (C-7)."""
-        self._store._check_open()
+        self._check_open()
         check_int("job_id", job_id, _MIN_ID, _MAX_ID)
         with self._store._conn() as conn:
             row = fetch_one(conn, self._sql.get_job, {"id": job_id, "queue": self._name})
@@ -263,7 +214,7 @@ class PostgresQueue:
 
     def list_jobs(self, state: JobState, limit: int = 100, after_id: int = 0) -> list[JobInfo]:
         """Jobs in *state* with ``id > after_id``, ascending, at most *limit*."""
-        self._store._check_open()
+        self._check_open()
         try:
             wanted = JobState(state)
         except ValueError as exc:
@@ -280,7 +231,7 @@ class PostgresQueue:
 
     def stats(self) -> QueueStats:
         """Counts by state; a pure read."""
-        self._store._check_open()
+        self._check_open()
         with self._store._conn() as conn:
             row = fetch_one(conn, self._sql.stats, {"queue": self._name})
         assert row is not None
@@ -290,7 +241,7 @@ class PostgresQueue:
     def sweep_expired(self) -> SweepResult:
         """Expired rows to dead, exhausted lapsed claims to dead, retained dead
         rows purged: one statement (Q-12, Q-15..Q-17)."""
-        self._store._check_open()
+        self._check_open()
         with self._store._conn() as conn:
             row = fetch_one(conn, self._sql.sweep, {"queue": self._name})
         assert row is not None

@@ -11,15 +11,14 @@ from typing import TYPE_CHECKING, Any
 from alkstore.engine import (
     ClaimedJob,
     NewJob,
+    QueueBase,
+    WakeBoard,
     check_limit,
-    check_wait,
-    check_worker_id,
+    claimed_jobs,
     job_info_from_row,
     prepare_job,
-    wait_for,
 )
 from alkstore.errors import InvalidArgument
-from alkstore.names import decode_payload, encode_payload
 from alkstore.protocols import Job
 from alkstore.types import (
     EnqueueOpts,
@@ -39,8 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SQLiteQueue", "insert_params"]
 
-_MAX_BATCH = 10_000
-
 
 def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
     """Parameters of ``ENQUEUE`` (and, with ``payloads``, ``ENQUEUE_MANY``)."""
@@ -59,24 +56,30 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
     }
 
 
-class SQLiteQueue:
+class SQLiteQueue(QueueBase):
     """A handle on one queue name with the opts it stamps on enqueues (Q-1)."""
 
     def __init__(self, store: StoreCore, name: str, opts: QueueOpts) -> None:
+        super().__init__(name, opts)
         self._store = store
-        self._name = name
-        self._opts = opts
 
-    def __repr__(self) -> str:
-        return f"SQLiteQueue({self._name!r}, {self._opts!r})"
+    # ---------------------------------------------------------- QueueBase hooks
+
+    def _check_open(self) -> None:
+        self._store._check_open()
+
+    def _is_closed(self) -> bool:
+        return self._store.closed
 
     @property
-    def name(self) -> str:
-        return self._name
+    def _wakeboard(self) -> WakeBoard:
+        return self._store._wakes
 
-    @property
-    def opts(self) -> QueueOpts:
-        return self._opts
+    def _start_wakes(self) -> None:
+        self._store._ensure_watcher()
+
+    def _fallback_s(self) -> float | None:
+        return self._store._fallback_s()
 
     # ------------------------------------------------------------------ enqueue
 
@@ -84,55 +87,20 @@ class SQLiteQueue:
         self, payload: Any, opts: EnqueueOpts | None = None, tx: object | None = None
     ) -> int:
         """Insert one job, stamped with this handle's opts (Q-1); joins *tx* (T-1)."""
-        self._store._check_open()
+        self._check_open()
         job = prepare_job(self._opts, payload, opts)
         with self._store._write(tx) as conn:
             params = insert_params(self._name, job, now_us())
             return int(conn.execute(_sql.ENQUEUE, params).fetchone()[0])
 
-    def enqueue_many(
-        self, payloads: Sequence[Any], opts: EnqueueOpts | None = None, tx: object | None = None
-    ) -> list[int]:
-        """Insert every payload in one statement; ids in payload order."""
-        self._store._check_open()
-        if isinstance(payloads, (str, bytes)) or not isinstance(payloads, Sequence):
-            raise InvalidArgument("payloads must be a sequence (list or tuple) of payloads")
-        if not payloads:
-            return []
-        first = prepare_job(self._opts, payloads[0], opts)
-        texts = [first.payload] + [encode_payload(p) for p in payloads[1:]]
+    def _insert_many(self, first: NewJob, payloads: list[str], tx: object | None) -> list[int]:
+        # One statement: the payloads travel as one JSON array of texts.
         with self._store._write(tx) as conn:
             params = insert_params(self._name, first, now_us())
-            params["payloads"] = json.dumps(texts)
-            ids = sorted(int(row[0]) for row in conn.execute(_sql.ENQUEUE_MANY, params))
-        if len(ids) != len(texts):  # pragma: no cover - a broken SQLite
-            raise AssertionError("enqueue_many inserted an unexpected number of rows")
-        return ids
+            params["payloads"] = json.dumps(payloads)
+            return sorted(int(row[0]) for row in conn.execute(_sql.ENQUEUE_MANY, params))
 
     # -------------------------------------------------------------------- claim
-
-    def claim(self, worker_id: str, wait_s: float = 0) -> Job | None:
-        """The best claimable job (Q-2..Q-6), waiting up to *wait_s* (Q-19)."""
-        jobs = self.claim_batch(worker_id, 1, wait_s)
-        return jobs[0] if jobs else None
-
-    def claim_batch(self, worker_id: str, n: int, wait_s: float = 0) -> list[Job]:
-        """Up to *n* jobs in claim order, in one statement (Q-2, Q-3)."""
-        self._store._check_open()
-        wid = check_worker_id(worker_id)
-        count = check_int("n", n, 1, _MAX_BATCH)
-        wait = check_wait(wait_s)
-        jobs: list[Job] = wait_for(
-            lambda: self._claim_once(wid, count),
-            wakes=self._store._wakes,
-            key=self._name,
-            wait_s=wait,
-            is_closed=lambda: self._store.closed,
-            next_ready=self._seconds_to_next_ready,
-            on_wait=self._store._ensure_watcher,
-            fallback_s=self._store._fallback_s(),
-        )
-        return jobs
 
     def _claim_once(self, worker_id: str, n: int) -> list[Job]:
         now = now_us()
@@ -148,24 +116,7 @@ class SQLiteQueue:
             rows = conn.execute(
                 _sql.CLAIM, {"queue": self._name, "now": now, "worker": worker_id, "n": n}
             ).fetchall()
-        # RETURNING order is unspecified; run_at now holds the claim-order time.
-        rows.sort(key=lambda r: (-r[4], r[5], r[0]))
-        return [
-            ClaimedJob(
-                id=job_id,
-                queue=self._name,
-                payload=decode_payload(payload),
-                attempts=attempts,
-                max_attempts=max_attempts,
-                priority=priority,
-                deadline=to_datetime(deadline),
-                visibility_timeout_s=float(vt),
-                backoff_base_s=float(backoff),
-                worker_id=worker_id,
-                _ops=self,
-            )
-            for job_id, payload, attempts, max_attempts, priority, _, deadline, vt, backoff in rows
-        ]
+        return list(claimed_jobs(rows, self._name, worker_id, self, to_datetime))
 
     def _exhaust(self, conn: sqlite3.Connection, now: int) -> int:
         """Q-12: lapsed claims with no budget left move to dead."""
@@ -184,7 +135,7 @@ class SQLiteQueue:
     def ack_batch(self, jobs: Sequence[Job]) -> int:
         """Ack every still-valid claim in one transaction; count those that
         landed (Q-9)."""
-        self._store._check_open()
+        self._check_open()
         handles = [j for j in jobs if isinstance(j, ClaimedJob)]
         if len(handles) != len(jobs):
             raise InvalidArgument("ack_batch takes jobs claimed from this store")
@@ -204,12 +155,12 @@ class SQLiteQueue:
         return {"id": job.id, "attempt": job.attempts, "now": now}
 
     def _ack_job(self, job: ClaimedJob, tx: object | None) -> bool:
-        self._store._check_open()
+        self._check_open()
         with self._store._write(tx) as conn:
             return conn.execute(_sql.ACK, self._fence(job, now_us())).rowcount == 1
 
     def _heartbeat_job(self, job: ClaimedJob, extend_s: float) -> datetime | None:
-        self._store._check_open()
+        self._check_open()
         with self._store._write() as conn:
             now = now_us()
             params = self._fence(job, now)
@@ -218,7 +169,7 @@ class SQLiteQueue:
         return None if row is None else to_datetime(row[0])
 
     def _retry_job(self, job: ClaimedJob, error: str, delay_s: float, tx: object | None) -> bool:
-        self._store._check_open()
+        self._check_open()
         with self._store._write(tx) as conn:
             now = now_us()
             params = self._fence(job, now)
@@ -229,7 +180,7 @@ class SQLiteQueue:
             return self._to_dead(conn, job, error, now)
 
     def _fail_job(self, job: ClaimedJob, error: str, tx: object | None) -> bool:
-        self._store._check_open()
+        self._check_open()
         with self._store._write(tx) as conn:
             return self._to_dead(conn, job, error, now_us())
 
@@ -246,14 +197,14 @@ class SQLiteQueue:
     def cancel(self, job_id: int, tx: object | None = None) -> bool:
         """Delete a pending or processing job of this queue, whoever holds it
         (Q-13); joins *tx* (T-1)."""
-        self._store._check_open()
+        self._check_open()
         check_int("job_id", job_id, -(2**63), 2**63 - 1)
         with self._store._write(tx) as conn:
             return conn.execute(_sql.CANCEL, {"id": job_id, "queue": self._name}).rowcount == 1
 
     def get_job(self, job_id: int) -> JobInfo | None:
         """The job in any state, or ``None`` (Q-14); scoped to this queue (C-7)."""
-        self._store._check_open()
+        self._check_open()
         check_int("job_id", job_id, -(2**63), 2**63 - 1)
         with self._store._read() as conn:
             row = conn.execute(_sql.GET_JOB, {"id": job_id, "queue": self._name}).fetchone()
@@ -261,7 +212,7 @@ class SQLiteQueue:
 
     def list_jobs(self, state: JobState, limit: int = 100, after_id: int = 0) -> list[JobInfo]:
         """Jobs in *state* with ``id > after_id``, ascending, at most *limit*."""
-        self._store._check_open()
+        self._check_open()
         try:
             wanted = JobState(state)
         except ValueError as exc:
@@ -278,7 +229,7 @@ class SQLiteQueue:
 
     def stats(self) -> QueueStats:
         """Counts by state; a pure read."""
-        self._store._check_open()
+        self._check_open()
         with self._store._read() as conn:
             row = conn.execute(_sql.STATS, {"queue": self._name, "now": now_us()}).fetchone()
         pending, scheduled, processing, dead = row
@@ -287,7 +238,7 @@ class SQLiteQueue:
     def sweep_expired(self) -> SweepResult:
         """Expired rows to dead, exhausted lapsed claims to dead, retained dead
         rows purged: one transaction (Q-12, Q-15..Q-17)."""
-        self._store._check_open()
+        self._check_open()
         with self._store._write() as conn:
             now = now_us()
             params = {"queue": self._name, "now": now, "error": "expired"}

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -26,7 +27,7 @@ from typing import Any, Protocol
 from . import backoff
 from .errors import InvalidArgument, StoreClosed, TransientError
 from .names import decode_payload, encode_payload, validate_name
-from .protocols import Capability, Queue
+from .protocols import Capability, Job, Queue
 from .specs import ScheduleSpec
 from .types import (
     EnqueueOpts,
@@ -51,6 +52,7 @@ __all__ = [
     "LockHandle",
     "LockOps",
     "NewJob",
+    "QueueBase",
     "QueueListener",
     "QueueOutbox",
     "WakeBoard",
@@ -355,6 +357,139 @@ class ClaimedJob:
             return False
         self.deadline = deadline
         return True
+
+
+def claimed_jobs(
+    rows: Iterable[Sequence[Any]], queue: str, worker_id: str, ops: JobOps, to_time: ToTime
+) -> list[ClaimedJob]:
+    """Claim handles, in claim order (Q-2), from rows of ``(id, payload,
+    attempts, max_attempts, priority, run_at, deadline, visibility_timeout_s,
+    backoff_base_s)`` as a claim statement returns them (in any order: after a
+    claim, ``run_at`` holds the time the row became ready)."""
+    ordered = sorted(rows, key=lambda r: (-int(r[4]), r[5], int(r[0])))
+    return [
+        ClaimedJob(
+            id=int(job_id),
+            queue=queue,
+            payload=decode_payload(payload),
+            attempts=int(attempts),
+            max_attempts=int(max_attempts),
+            priority=int(priority),
+            deadline=to_time(deadline),
+            visibility_timeout_s=float(vt),
+            backoff_base_s=float(backoff),
+            worker_id=worker_id,
+            _ops=ops,
+        )
+        for job_id, payload, attempts, max_attempts, priority, _, deadline, vt, backoff in ordered
+    ]
+
+
+#: Most jobs one ``claim_batch`` hands out.
+MAX_CLAIM_BATCH = 10_000
+
+
+class QueueBase(ABC):
+    """The engine-independent half of a queue handle (SPEC §5).
+
+    It keeps the handle's name and opts (Q-1), validates arguments before any
+    statement runs, and runs the blocking loop of ``claim`` and
+    ``claim_batch`` (Q-19). An engine subclasses it and supplies the SQL:
+    :meth:`_claim_once`, :meth:`_seconds_to_next_ready`, :meth:`_insert_many`
+    and the wake plumbing, plus the rest of the ``Queue`` protocol.
+    """
+
+    def __init__(self, name: str, opts: QueueOpts) -> None:
+        self._name = name
+        self._opts = opts
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name!r}, {self._opts!r})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def opts(self) -> QueueOpts:
+        return self._opts
+
+    # -- what the engine supplies
+
+    @abstractmethod
+    def _check_open(self) -> None:
+        """Raise ``StoreClosed`` once the store is closed."""
+
+    @abstractmethod
+    def _is_closed(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def _wakeboard(self) -> WakeBoard: ...
+
+    @abstractmethod
+    def _claim_once(self, worker_id: str, n: int) -> list[Job]:
+        """One claim statement, without waiting."""
+
+    @abstractmethod
+    def _seconds_to_next_ready(self) -> float | None:
+        """Seconds until the earliest claimable row is ready (see :func:`wait_for`)."""
+
+    @abstractmethod
+    def _start_wakes(self) -> None:
+        """Make sure commits from now on reach :attr:`_wakeboard`."""
+
+    @abstractmethod
+    def _fallback_s(self) -> float | None:
+        """How often a wait polls when wakes may be lost (``None``: never)."""
+
+    @abstractmethod
+    def _insert_many(self, first: NewJob, payloads: list[str], tx: object | None) -> list[int]:
+        """Insert *payloads* (encoded) with *first*'s stamps in one statement;
+        return the ids in payload order."""
+
+    # -- the shared half
+
+    def enqueue_many(
+        self, payloads: Sequence[Any], opts: EnqueueOpts | None = None, tx: object | None = None
+    ) -> list[int]:
+        """Insert every payload in one statement; ids in payload order. Every
+        payload is encoded before the statement runs (C-3, C-6)."""
+        self._check_open()
+        if isinstance(payloads, (str, bytes)) or not isinstance(payloads, Sequence):
+            raise InvalidArgument("payloads must be a sequence (list or tuple) of payloads")
+        if not payloads:
+            return []
+        first = prepare_job(self._opts, payloads[0], opts)
+        texts = [first.payload] + [encode_payload(p) for p in payloads[1:]]
+        ids = self._insert_many(first, texts, tx)
+        if len(ids) != len(texts):  # pragma: no cover - a broken database
+            raise AssertionError("enqueue_many inserted an unexpected number of rows")
+        return ids
+
+    def claim(self, worker_id: str, wait_s: float = 0) -> Job | None:
+        """The best claimable job (Q-2..Q-6), waiting up to *wait_s* (Q-19)."""
+        jobs = self.claim_batch(worker_id, 1, wait_s)
+        return jobs[0] if jobs else None
+
+    def claim_batch(self, worker_id: str, n: int, wait_s: float = 0) -> list[Job]:
+        """Up to *n* jobs in claim order, in one statement (Q-2, Q-3),
+        waiting up to *wait_s* for the first (Q-19)."""
+        self._check_open()
+        wid = check_worker_id(worker_id)
+        count = check_int("n", n, 1, MAX_CLAIM_BATCH)
+        wait = check_wait(wait_s)
+        jobs: list[Job] = wait_for(
+            lambda: self._claim_once(wid, count),
+            wakes=self._wakeboard,
+            key=self._name,
+            wait_s=wait,
+            is_closed=self._is_closed,
+            next_ready=self._seconds_to_next_ready,
+            on_wait=self._start_wakes,
+            fallback_s=self._fallback_s(),
+        )
+        return jobs
 
 
 # ----------------------------------------------------------------- lock handle
