@@ -129,7 +129,11 @@ class PostgresQueue(QueueBase):
         params = {"queue": self._name, "worker": worker_id, "n": n}
         with self._store._conn() as conn:
             rows = fetch_all(conn, self._sql.claim, params)
-        return list(claimed_jobs(rows, self._name, worker_id, self, utc))
+            if rows and rows[0][-1]:
+                # Rare: lapsed claims with no budget left.
+                fetch_one(conn, self._sql.exhaust, {"queue": self._name})
+        claimed = [row[:-1] for row in rows if row[0] is not None]
+        return list(claimed_jobs(claimed, self._name, worker_id, self, utc))
 
     def _seconds_to_next_ready(self) -> float | None:
         with self._store._conn() as conn:
