@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from multiprocessing.context import SpawnProcess
+from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 import pytest
@@ -16,7 +18,7 @@ from alkstore import Capability, Store
 
 from ._factory import StoreFactory, hooks_for
 
-__all__ = ["ContractBase", "eventually", "requires", "spawn", "unique"]
+__all__ = ["ContractBase", "StoppableCall", "eventually", "requires", "spawn", "unique"]
 
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
@@ -52,6 +54,67 @@ def spawn(target: Callable[..., object], *args: Any) -> SpawnProcess:
     proc = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
     proc.start()
     return proc
+
+
+#: The stop latency the suite promises callers of ``run_*`` loops; joins
+#: wait longer than this so a slow machine reports a clear failure.
+STOP_WITHIN_S = 2.0
+
+
+class StoppableCall:
+    """Run ``target(stop)`` in a daemon thread and keep its exception.
+
+    ``with StoppableCall(target) as bg:`` starts it; leaving the block stops and
+    joins it. :meth:`halt` stops it and returns how long it took to return;
+    :meth:`healthy` fails the test at once if the target raised.
+    """
+
+    def __init__(self, target: Callable[[threading.Event], object]) -> None:
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self._target = target
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self._target(self.stop)
+        except BaseException as exc:  # reported by healthy() / halt()
+            self.error = exc
+
+    def healthy(self) -> bool:
+        if self.error is not None:
+            raise AssertionError(f"the background call raised {self.error!r}") from self.error
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def halt(self) -> float:
+        """Set ``stop``; wait for the call to return; return the seconds it took."""
+        started = time.monotonic()
+        self.stop.set()
+        self._thread.join(STOP_WITHIN_S + 10)
+        elapsed = time.monotonic() - started
+        assert not self._thread.is_alive(), "the call did not return after stop was set"
+        self.healthy()
+        return elapsed
+
+    def __enter__(self) -> StoppableCall:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.halt()
+        else:  # do not hide the test's own failure
+            self.stop.set()
+            self._thread.join(STOP_WITHIN_S + 3)
 
 
 def requires(*capabilities: Capability) -> Callable[[C], C]:

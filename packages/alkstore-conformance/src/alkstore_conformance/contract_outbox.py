@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from types import TracebackType
 from typing import Any
 
 import pytest
@@ -30,7 +29,7 @@ from alkstore import (
     Store,
 )
 
-from ._base import ContractBase, eventually, unique
+from ._base import STOP_WITHIN_S, ContractBase, StoppableCall, eventually, unique
 
 #: The reserved prefix of outbox backing queues (Q-20).
 OUTBOX_PREFIX = "__alkstore.outbox."
@@ -38,7 +37,6 @@ OUTBOX_PREFIX = "__alkstore.outbox."
 OUTBOX_OPTS = QueueOpts(visibility_timeout_s=60, max_attempts=5, backoff_base_s=5)
 #: ``run`` honours ``stop`` within about half a second; this is the generous
 #: bound for a loaded machine.
-STOP_WITHIN_S = 2.0
 #: Slack on the retry windows for the time between a claim and its retry.
 WINDOW_SLACK_S = 1.0
 
@@ -77,53 +75,12 @@ class _Delivery:
             return [t for p, t in self.calls if isinstance(p, dict) and p.get("k") == key]
 
 
-class _Running:
+def _running(store: Store, name: str, deliver: _Delivery, **kwargs: Any) -> StoppableCall:
     """``outbox.run(deliver, stop=...)`` in a daemon thread; leaving the block
-    stops and joins it. :meth:`halt` returns how long ``run`` took to return
-    after ``stop`` was set; :meth:`healthy` fails the test if ``run`` raised."""
-
-    def __init__(self, store: Store, name: str, deliver: _Delivery, **kwargs: Any) -> None:
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        outbox = store.outbox(name)
-
-        def target() -> None:
-            try:
-                outbox.run(deliver, stop=self.stop, **kwargs)
-            except BaseException as exc:  # reported by healthy() / halt()
-                self.error = exc
-
-        self._thread = threading.Thread(target=target, daemon=True)
-
-    def healthy(self) -> bool:
-        if self.error is not None:
-            raise AssertionError(f"outbox.run raised {self.error!r}") from self.error
-        return True
-
-    def halt(self) -> float:
-        started = time.monotonic()
-        self.stop.set()
-        self._thread.join(STOP_WITHIN_S + 10)
-        elapsed = time.monotonic() - started
-        assert not self._thread.is_alive(), "outbox.run did not return after stop was set"
-        self.healthy()
-        return elapsed
-
-    def __enter__(self) -> _Running:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            self.halt()
-        else:  # do not hide the test's own failure
-            self.stop.set()
-            self._thread.join(STOP_WITHIN_S + 3)
+    stops and joins it. ``halt()`` returns how long ``run`` took to return
+    after ``stop`` was set; ``healthy()`` fails the test if ``run`` raised."""
+    outbox = store.outbox(name)
+    return StoppableCall(lambda stop: outbox.run(deliver, stop=stop, **kwargs))
 
 
 def _secs(delta: timedelta) -> float:
@@ -223,7 +180,7 @@ class OutboxContract(ContractBase):
             committed = outbox.put({"k": "committed"}, tx=tx)
         assert outbox.queue.stats().pending == 1
         deliver = _Delivery()
-        with _Running(store, name, deliver) as running:
+        with _running(store, name, deliver) as running:
             eventually(lambda: running.healthy() and deliver.payloads())
             eventually(lambda: outbox.queue.get_job(committed) is None)
             time.sleep(0.3)  # time to deliver anything else, were there any
@@ -245,7 +202,7 @@ class OutboxContract(ContractBase):
             ]
 
         deliver.probe = processing
-        with _Running(store, name, deliver, worker_id="outbox-worker") as running:
+        with _running(store, name, deliver, worker_id="outbox-worker") as running:
             eventually(lambda: running.healthy() and len(deliver.payloads()) == len(payloads))
             eventually(lambda: outbox.queue.stats().processing == 0)
         assert deliver.payloads() == payloads
@@ -278,7 +235,7 @@ class OutboxContract(ContractBase):
                 return None
             return info if info.attempts == attempts else None
 
-        with _Running(store, name, deliver) as running:
+        with _running(store, name, deliver) as running:
             first_a = eventually(lambda: running.healthy() and pending_after(a, 1))
             first_b = eventually(lambda: running.healthy() and pending_after(b, 1))
             assert isinstance(first_a, JobInfo) and isinstance(first_b, JobInfo)
@@ -301,7 +258,7 @@ class OutboxContract(ContractBase):
     def test_outbox_run_returns_promptly_when_stopped(self, store: Store) -> None:
         name = unique("ob")
         deliver = _Delivery()
-        with _Running(store, name, deliver) as running:
+        with _running(store, name, deliver) as running:
             time.sleep(0.7)  # idle, waiting for work
             elapsed = running.halt()
         assert elapsed < STOP_WITHIN_S, f"outbox.run took {elapsed:.2f} s to stop"
@@ -323,7 +280,7 @@ class OutboxContract(ContractBase):
         assert all(b.queue.get_job(i) is None for i in a_ids)
         assert all(a.queue.get_job(i) is None for i in b_ids)
         deliver = _Delivery()
-        with _Running(store, first, deliver) as running:
+        with _running(store, first, deliver) as running:
             eventually(lambda: running.healthy() and len(deliver.payloads()) == 3)
             eventually(lambda: a.queue.stats().processing == 0)
             time.sleep(0.3)  # time to take b's, were it to

@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
-from types import TracebackType
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -42,7 +41,7 @@ from alkstore import (
 from alkstore.specs import parse
 
 from . import _children_scheduler
-from ._base import ContractBase, eventually, spawn, unique
+from ._base import STOP_WITHIN_S, ContractBase, StoppableCall, eventually, spawn, unique
 from ._factory import StoreFactory
 
 UTC = timezone.utc
@@ -51,7 +50,6 @@ ONE_S = timedelta(seconds=1)
 CLOCK_SLACK = timedelta(seconds=0.25)
 #: ``run_schedules`` honours ``stop`` within about a quarter of a second; this
 #: is the generous bound for a loaded machine.
-STOP_WITHIN_S = 2.0
 #: Slack on top of the lock TTL and the fire interval for a standby to take
 #: over from a killed leader and fire (SC-5).
 TAKEOVER_SLACK_S = 4.0
@@ -230,62 +228,6 @@ def _maintenance_worker(store: Store, queue_name: str, stop: threading.Event) ->
             continue
         _sweep_every_queue(store)
         job.ack()
-
-
-class _Background:
-    """Run ``target(stop)`` in a daemon thread and keep its exception.
-
-    ``with _Background(target) as bg:`` starts it; leaving the block stops and
-    joins it. :meth:`halt` stops it and returns how long it took to return;
-    :meth:`healthy` fails the test at once if the target raised.
-    """
-
-    def __init__(self, target: Callable[[threading.Event], object]) -> None:
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self._target = target
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self._target(self.stop)
-        except BaseException as exc:  # reported by healthy() / halt()
-            self.error = exc
-
-    def healthy(self) -> bool:
-        if self.error is not None:
-            raise AssertionError(f"the background call raised {self.error!r}") from self.error
-        return True
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def halt(self) -> float:
-        """Set ``stop``; wait for the call to return; return the seconds it took."""
-        started = time.monotonic()
-        self.stop.set()
-        self._thread.join(STOP_WITHIN_S + 10)
-        elapsed = time.monotonic() - started
-        assert not self._thread.is_alive(), "the call did not return after stop was set"
-        self.healthy()
-        return elapsed
-
-    def __enter__(self) -> _Background:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            self.halt()
-        else:  # do not hide the test's own failure
-            self.stop.set()
-            self._thread.join(STOP_WITHIN_S + 3)
 
 
 def _runner(
@@ -742,7 +684,7 @@ class SchedulerContract(ContractBase):
     def test_run_schedules_fires_due_schedules_and_returns_when_stopped(self, store: Store) -> None:
         q = store.queue(unique())
         store.schedule("tick", "@every 1s", q.name)
-        with _Background(_runner(store, owner="leader", lock_ttl_s=1.0)) as bg:
+        with StoppableCall(_runner(store, owner="leader", lock_ttl_s=1.0)) as bg:
             eventually(lambda: bg.healthy() and _count(q) >= 2, timeout_s=8)
             # The leader lock is the engine's: no consumer may take it.
             with pytest.raises(ReservedName):
@@ -764,8 +706,8 @@ class SchedulerContract(ContractBase):
         q = store.queue(unique())
         first = store.schedule("tick", "@every 1s", q.name)
         with store_factory.open() as other:
-            a = _Background(_runner(store, owner="runner-a", lock_ttl_s=1.0))
-            b = _Background(_runner(other, owner="runner-b", lock_ttl_s=1.0))
+            a = StoppableCall(_runner(store, owner="runner-a", lock_ttl_s=1.0))
+            b = StoppableCall(_runner(other, owner="runner-b", lock_ttl_s=1.0))
             with a, b:
                 eventually(lambda: a.healthy() and b.healthy() and _count(q) >= 3, timeout_s=10)
                 elapsed = [a.halt(), b.halt()]
@@ -784,7 +726,7 @@ class SchedulerContract(ContractBase):
         schedule added meanwhile, by its own store or by another, on time."""
         store.schedule("far", "@yearly", unique())
         q1, q2 = store.queue(unique("own")), store.queue(unique("other"))
-        with _Background(_runner(store, owner="sleeper", lock_ttl_s=60.0)) as bg:
+        with StoppableCall(_runner(store, owner="sleeper", lock_ttl_s=60.0)) as bg:
             time.sleep(0.5)  # the leader has ticked and gone to sleep
             store.schedule("own", "@every 1s", q1.name)
             eventually(lambda: bg.healthy() and _count(q1) >= 1, timeout_s=4.0)
@@ -819,7 +761,7 @@ class SchedulerContract(ContractBase):
         try:
             assert ready.wait(60), "the leader process did not start"
             eventually(lambda: _count(q) >= 1, timeout_s=15)  # the child leads
-            with _Background(_runner(store, owner="standby", lock_ttl_s=ttl)) as bg:
+            with StoppableCall(_runner(store, owner="standby", lock_ttl_s=ttl)) as bg:
                 time.sleep(0.5)
                 try:
                     msg = results.get_nowait()
@@ -864,8 +806,8 @@ class SchedulerContract(ContractBase):
         assert job is not None and job.fail("boom")
 
         with store_factory.open() as scheduler_store:
-            runner = _Background(_runner(scheduler_store, owner="maint", lock_ttl_s=2.0))
-            worker = _Background(lambda stop: _maintenance_worker(store, maint, stop))
+            runner = StoppableCall(_runner(scheduler_store, owner="maint", lock_ttl_s=2.0))
+            worker = StoppableCall(lambda stop: _maintenance_worker(store, maint, stop))
             with runner, worker:
                 time.sleep(1.4)  # past every expiry and the retention
                 info = work.get_job(expiring)

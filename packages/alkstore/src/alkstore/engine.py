@@ -20,7 +20,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -64,7 +64,6 @@ __all__ = [
     "plan_fire",
     "prepare_job",
     "run_scheduler_loop",
-    "utc_from_timestamp",
 ]
 
 log = logging.getLogger("alkstore.engine")
@@ -90,11 +89,6 @@ _CLOSE_CHECK_S = 0.25
 def outbox_queue_name(name: str) -> str:
     """The reserved queue that backs outbox *name* (Q-20)."""
     return OUTBOX_PREFIX + validate_name(name, "outbox")
-
-
-def utc_from_timestamp(seconds: float) -> datetime:
-    """A UTC datetime from a POSIX timestamp."""
-    return datetime.fromtimestamp(seconds, timezone.utc)
 
 
 def default_owner() -> str:
@@ -926,8 +920,3 @@ def check_schedule_args(
 def check_limit(limit: object, hi: int = 10_000) -> int:
     """A page size for listings."""
     return check_int("limit", limit, 1, hi)
-
-
-def seconds_until(when: datetime, now: datetime) -> float:
-    """Seconds from *now* to *when* (negative if past)."""
-    return (when - now) / timedelta(seconds=1)
