@@ -7,10 +7,14 @@ stopped with SIGTERM as an init system would.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -131,6 +135,8 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         "enqueue",
         "cancel",
         "sweep",
+        "redrive",
+        "purge",
         "worker",
         "schedules",
         "scheduler",
@@ -142,6 +148,7 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_queues_on_an_empty_store(capsys: pytest.CaptureFixture[str], url: str) -> None:
+    assert run(capsys, "--url", url, "migrate")[0] == 0
     code, out, _ = run(capsys, "--url", url, "queues")
     assert code == 0
     assert "no queues" in out
@@ -160,7 +167,8 @@ def test_queues_counts_every_state(
     assert dead is not None and dead.fail("bad")
     store.queue("other").enqueue("x")
     data = run_json(capsys, "--url", url, "queues")
-    assert data == [
+    counts = ("queue", "pending", "scheduled", "processing", "dead")
+    assert [{k: row[k] for k in counts} for row in data] == [
         {"queue": "emails", "pending": 0, "scheduled": 1, "processing": 1, "dead": 1},
         {"queue": "other", "pending": 1, "scheduled": 0, "processing": 0, "dead": 0},
     ]
@@ -373,15 +381,167 @@ def test_demo_runs_on_a_temporary_store_and_leaves_nothing(
     assert not Path(temp_store).parent.exists()
 
 
-def test_demo_on_a_given_url_leaves_its_rows_there(
-    capsys: pytest.CaptureFixture[str], url: str, store: Store
+def _tables(path: Path) -> set[str]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def test_demo_on_a_given_url_removes_what_it_created(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store, tmp_path: Path
 ) -> None:
-    code, _, err = run(capsys, "--url", url, "demo")
+    mine = store.queue("mine")
+    mine.enqueue({"keep": True})
+    store.schedule("my-schedule", "@daily", "mine")
+    tables = _tables(tmp_path / "store.db")
+    code, out, err = run(capsys, "--url", url, "demo")
     assert (code, err) == (0, "")
+    assert "dead letters" in out and "Cleaned up" in out
     code, _, err = run(capsys, "demo", "--url", url)  # twice: no clash with the first run
     assert (code, err) == (0, "")
-    names = [s.queue for s in store.queue_stats()]
-    assert any(n.startswith("demo-") and n.endswith(".orders") for n in names)
+    # Only what was there before: no demo queue (dead letters included), no
+    # schedule, no business table; the stream's events are trimmed.
+    assert [s.queue for s in store.queue_stats()] == ["mine"]
+    assert [s.name for s in store.schedules()] == ["my-schedule"]
+    assert _tables(tmp_path / "store.db") == tables
+    with contextlib.closing(sqlite3.connect(tmp_path / "store.db")) as conn:
+        (events,) = conn.execute("SELECT count(*) FROM __alkstore_events").fetchone()
+    assert events == 0
+
+
+def test_demo_cleans_up_when_it_stops_half_way(
+    capsys: pytest.CaptureFixture[str],
+    url: str,
+    store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from alkstore import _demo
+
+    def broken(self: object) -> None:
+        raise KeyboardInterrupt
+
+    tables = _tables(tmp_path / "store.db")
+    monkeypatch.setattr(_demo._Demo, "streams", broken)
+    code, _, _ = run(capsys, "--url", url, "demo")
+    assert code == 130
+    assert store.queue_stats() == []
+    assert _tables(tmp_path / "store.db") == tables
+
+
+def test_demo_without_sqlite_asks_for_it_or_a_url(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from alkstore import _open
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_open, "installed_schemes", lambda: ["postgres", "postgresql"])
+    code, out, err = run(capsys, "demo")
+    assert code == 2 and out == ""
+    assert_one_error_line(err)
+    assert 'pip install "alkstore[sqlite]"' in err and "--url" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------- read-only
+
+
+READ_ONLY = [["queues"], ["jobs", "q"], ["job", "q", "1"], ["schedules"]]
+
+
+@pytest.mark.parametrize("argv", READ_ONLY, ids=" ".join)
+def test_read_only_commands_never_create_a_database(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in (None, f"sqlite:///{tmp_path / 'typo.db'}"):
+        code, out, err = run(capsys, *(["--url", url] if url else []), *argv)
+        assert (code, out) == (1, "")
+        assert_one_error_line(err)
+        assert "migrate" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", READ_ONLY, ids=" ".join)
+def test_read_only_commands_refuse_a_database_without_the_schema(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    path = tmp_path / "app.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        conn.commit()
+    before = path.read_bytes()
+    code, out, err = run(capsys, "--url", f"sqlite:///{path}", *argv)
+    assert (code, out) == (1, "")
+    assert_one_error_line(err)
+    assert "alkstore migrate" in err
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+def test_version_names_the_contract_and_the_installed_engines(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "--version")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == f"alkstore {alkstore.__version__}"
+    assert any(line.startswith("alkstore-sqlite ") and "sqlite" in line for line in lines)
+    assert any(line.startswith("alkstore-postgres ") for line in lines)
+
+
+# -------------------------------------------------------------- passwords
+
+SECRET = "S3cretPW"
+
+
+@pytest.mark.clause("E-4")
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://app:{SECRET}@127.0.0.1:1/app?connect_timeout=2",
+        f"postgresql://app@127.0.0.1:1/app?password={SECRET}&connect_timeout=2",
+        f"sqlite:///x.db?password={SECRET}",
+    ],
+    ids=["userinfo", "query", "engine-message"],
+)
+@pytest.mark.parametrize("argv", [["queues"], ["migrate"], ["demo"], ["enqueue", "q", "1"]])
+def test_error_messages_never_show_a_password(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,
+    argv: list[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "--url", url, *argv)
+    assert code in (1, 2)
+    assert_one_error_line(err)
+    assert SECRET not in out + err
+    assert "***" in err
+
+
+@pytest.mark.clause("E-4")
+def test_log_lines_never_show_a_password(capsys: pytest.CaptureFixture[str]) -> None:
+    from alkstore import cli
+
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    try:
+        root.handlers = []
+        cli._configure_logging("info")
+        logging.getLogger("alkstore.worker").warning(
+            "lost postgresql://app:%s@db/app and host=db password=%s", SECRET, SECRET
+        )
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers = handlers
+    err = capsys.readouterr().err
+    assert SECRET not in err
+    assert "postgresql://app:***@db/app" in err and "password=***" in err
 
 
 # -------------------------------------------------------------------- errors
@@ -417,6 +577,25 @@ ERROR_CASES: list[tuple[list[str], int]] = [
     (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--concurrency", "0"], 2),
     (["--url", "{url}", "worker", "broken_handlers:handle", "--queue", "q"], 1),
     (["--url", "{url}", "scheduler", "--lock-ttl", "0"], 2),
+    (["--url", "{url}", "redrive"], 2),
+    (["--url", "{url}", "redrive", "q"], 2),
+    (["--url", "{url}", "redrive", "q", "1", "--all"], 2),
+    (["--url", "{url}", "redrive", "q", "one"], 2),
+    (["--url", "{url}", "redrive", "q", "--all"], 2),  # stdin is no terminal: needs --yes
+    (["--url", "{url}", "redrive", "__alkstore.mine", "1"], 2),
+    (["--url", "{url}", "purge", "q"], 2),
+    (["--url", "{url}", "purge", "q", "--all"], 2),
+    (["--url", "{url}", "purge", "q", "--all", "--yes", "--older-than", "1d"], 2),
+    (["--url", "{url}", "purge", "q", "--older-than", "7x"], 2),
+    (["--url", "{url}", "purge", "q", "--older-than", "1m1h"], 2),
+    (["--url", "{url}", "purge", "--outbox", "", "--all", "--yes"], 2),
+    (["--url", "{url}", "jobs", "q", "--state", "later"], 2),
+    (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--rate", "5"], 2),
+    (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--rate", "0/1s"], 2),
+    (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--rate", "5/1x"], 2),
+    (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--rate", "5/0"], 2),
+    (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--burst", "3"], 2),
+    (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--timeout", "-1"], 2),
 ]
 
 
@@ -451,6 +630,143 @@ def test_a_real_process_prints_no_traceback(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stdout == ""
     assert_one_error_line(done.stderr)
+
+
+# ----------------------------------------------------- dead letters (Q-21, Q-22)
+
+
+def _dead_jobs(store: Store, queue: str, n: int) -> list[int]:
+    """*n* jobs of *queue* that failed, oldest first."""
+    q = store.queue(queue, QueueOpts(max_attempts=1))
+    ids = q.enqueue_many([{"n": i} for i in range(n)])
+    for job in q.claim_batch("w", n):
+        assert job.fail(f"failed {job.payload['n']}")
+    return ids
+
+
+class _Terminal:
+    """A stdin that is a terminal and answers *answer* to the prompt."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    def isatty(self) -> bool:
+        return True
+
+    def readline(self) -> str:
+        return self.answer + "\n"
+
+
+def test_redrive_moves_the_listed_dead_jobs_or_all_of_them(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    a, b, c = _dead_jobs(store, "mail", 3)
+    q = store.queue("mail")
+    code, out, err = run(capsys, "--url", url, "redrive", "mail", str(a))
+    assert (code, err) == (0, "")
+    assert "1 dead job" in out
+    info = q.get_job(a)
+    assert info is not None and (info.state, info.attempts) == (JobState.PENDING, 0)
+    # Ids that are not dead jobs of the queue are not counted.
+    data = run_json(capsys, "--url", url, "redrive", "mail", str(a), str(b), "999")
+    assert data == {"queue": "mail", "redriven": 1}
+    data = run_json(capsys, "--url", url, "redrive", "mail", "--all", "--yes")
+    assert data == {"queue": "mail", "redriven": 1}
+    assert q.stats().dead == 0
+    assert [j.id for j in q.list_jobs(JobState.PENDING)] == [a, b, c]
+
+
+def test_redrive_all_asks_on_a_terminal_and_needs_yes_elsewhere(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _dead_jobs(store, "mail", 2)
+    monkeypatch.setattr(sys, "stdin", _Terminal("n"))
+    code, out, err = run(capsys, "--url", url, "redrive", "mail", "--all")
+    assert code == 1
+    assert "Redrive every dead job of mail (2 now)?" in out
+    assert "nothing redriven" in err
+    assert store.queue("mail").stats().dead == 2
+    monkeypatch.setattr(sys, "stdin", _Terminal("y"))
+    code, out, _ = run(capsys, "--url", url, "redrive", "mail", "--all")
+    assert code == 0
+    assert "redrove 2 dead jobs of mail" in out
+    assert store.queue("mail").stats().dead == 0
+    # A script or a pipe cannot answer: a usage mistake, nothing moved.
+    _dead_jobs(store, "other", 1)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    code, out, err = run(capsys, "--url", url, "redrive", "other", "--all")
+    assert (code, out) == (2, "")
+    assert_one_error_line(err)
+    assert "--yes" in err
+    assert store.queue("other").stats().dead == 1
+
+
+def test_purge_deletes_listed_old_or_all_dead_jobs(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, c, d = _dead_jobs(store, "mail", 4)
+    q = store.queue("mail")
+    data = run_json(capsys, "--url", url, "purge", "mail", str(a), str(a), "999")
+    assert data == {"queue": "mail", "purged": 1}
+    # Durations are spelled as in @every.
+    for young in ("7d", "1h30m", "30s"):
+        assert run_json(capsys, "--url", url, "purge", "mail", "--older-than", young) == {
+            "queue": "mail",
+            "purged": 0,
+        }
+    assert run_json(capsys, "--url", url, "purge", "mail", str(b), "--older-than", "0s") == {
+        "queue": "mail",
+        "purged": 1,
+    }
+    monkeypatch.setattr(sys, "stdin", _Terminal("yes"))
+    code, out, _ = run(capsys, "--url", url, "purge", "mail", "--all")
+    assert code == 0
+    assert "Delete every dead job of mail (2 now)?" in out
+    assert "purged 2 dead jobs of mail" in out
+    assert q.stats().dead == 0
+    assert (q.get_job(c), q.get_job(d)) == (None, None)
+
+
+def test_redrive_and_purge_reach_an_outbox_by_its_name(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    outbox = store.outbox("hooks")
+    first, second = outbox.put({"event": 1}), outbox.put({"event": 2})
+    for job in outbox.queue.claim_batch("w", 2):
+        assert job.fail("endpoint gone")
+    data = run_json(capsys, "--url", url, "redrive", "--outbox", "hooks", str(first))
+    assert data == {"queue": "__alkstore.outbox.hooks", "redriven": 1}
+    code, out, _ = run(capsys, "--url", url, "purge", "--outbox", "hooks", "--all", "--yes")
+    assert code == 0
+    assert "purged 1 dead job of outbox hooks" in out
+    assert outbox.queue.get_job(second) is None
+    info = outbox.queue.get_job(first)
+    assert info is not None and info.state is JobState.PENDING
+    # The backing queue's full name works too, as for `jobs`.
+    assert (
+        run_json(capsys, "--url", url, "purge", "__alkstore.outbox.hooks", "--all", "--yes")[
+            "purged"
+        ]
+        == 0
+    )
+
+
+def test_jobs_shows_a_delayed_job_as_scheduled(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    q = store.queue("q")
+    ready = q.enqueue("now")
+    later = q.enqueue("later", EnqueueOpts(delay_s=3600))
+    listed = run_json(capsys, "--url", url, "jobs", "q")
+    assert [(j["id"], j["state"]) for j in listed] == [(ready, "pending"), (later, "scheduled")]
+    only = run_json(capsys, "--url", url, "jobs", "q", "--state", "scheduled")
+    assert [(j["id"], j["state"]) for j in only] == [(later, "scheduled")]
+    code, out, _ = run(capsys, "--url", url, "jobs", "q", "--state", "scheduled")
+    assert code == 0
+    assert out.splitlines()[1].split()[:2] == [str(later), "scheduled"]
+    assert run_json(capsys, "--url", url, "job", "q", str(later))["state"] == "scheduled"
+    code, out, _ = run(capsys, "--url", url, "jobs", "other", "--state", "scheduled")
+    assert (code, out.strip()) == (0, "(no scheduled jobs in other)")
 
 
 # ----------------------------------------------------- worker and scheduler
@@ -534,3 +850,105 @@ def test_scheduler_command_fires_schedules_until_sigterm(
     assert "Traceback" not in err
     jobs = store.queue("ticks").list_jobs(JobState.PENDING)
     assert jobs and all(j.payload == {"from": "cli"} for j in jobs)
+
+
+ORDERED_HANDLERS = textwrap.dedent(
+    """
+    import json
+    import pathlib
+    import time
+
+    def handle(job):
+        if job.payload.get("slow"):
+            time.sleep(1.5)
+            return
+        with open("order.jsonl", "a") as out:
+            # The claim's deadline: claim time plus one visibility timeout,
+            # so the gaps are the claims' own (a start can lag its claim).
+            out.write(json.dumps([job.queue, job.payload["n"], job.deadline.timestamp()]) + "\\n")
+    """
+)
+
+
+@pytest.mark.skipif(not POSIX, reason="stops the process with SIGTERM")
+def test_worker_command_serves_queues_in_order_paced_and_with_a_timeout(
+    tmp_path: Path, url: str, store: Store
+) -> None:
+    """`--queue` twice: the first queue empties before the second is served
+    (W-10); `--rate 10/1s`: claims paced by a limiter named after the first
+    queue (R-1); `--timeout`: a handler running past it has its job retried
+    with the timeout as its error (W-11)."""
+    (tmp_path / "ordered.py").write_text(ORDERED_HANDLERS)
+    first = store.queue("first")
+    second = store.queue("second", QueueOpts(max_attempts=1))
+    second.enqueue_many([{"n": i} for i in range(3)])
+    first.enqueue_many([{"n": i} for i in range(3)])
+    slow = second.enqueue({"slow": True}, EnqueueOpts(priority=-1))
+    proc = subprocess.Popen(
+        [
+            *cli_command(),
+            *("--url", url, "worker", "ordered:handle", "--queue", "first", "--queue", "second"),
+            *("--concurrency", "1", "--rate", "10/1s", "--timeout", "0.5"),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        eventually(lambda: second.stats().dead == 1)
+    finally:
+        err = _stop(proc)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "queues first, second" in err and "limiter 'first'" in err
+    done = [json.loads(line) for line in (tmp_path / "order.jsonl").read_text().splitlines()]
+    assert [(q, n) for q, n, _ in done] == [(q, n) for q in ("first", "second") for n in range(3)]
+    # Six claims at ten a second, one at a time: at least half a second apart end to end.
+    assert done[-1][2] - done[0][2] >= 0.49
+    dead = second.get_job(slow)
+    assert dead is not None and dead.last_error == "timeout after 0.5 s"
+
+
+@pytest.mark.skipif(not POSIX, reason="stops the process with SIGTERM")
+def test_scheduler_command_logs_fires_and_leader_changes(
+    tmp_path: Path, url: str, store: Store
+) -> None:
+    """The first scheduler leads and logs each fire; a second logs that it
+    stands by, and that it leads once the first is stopped (SC-5)."""
+    store.schedule("tick", "@every 1s", "ticks", {"from": "cli"})
+    standby_log = tmp_path / "sched-b.err"
+
+    def start(owner: str, err: Any = subprocess.PIPE) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [*cli_command(), "--url", url, "scheduler", "--lock-ttl", "2", "--owner", owner],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+
+    leader = start("sched-a")
+    standby: subprocess.Popen[str] | None = None
+    try:
+        eventually(lambda: store.queue("ticks").stats().live >= 1)
+        with standby_log.open("w") as err:  # read while it runs
+            standby = start("sched-b", err)
+        # It opens, finds the lock held and says so (however long its start
+        # takes on a loaded machine).
+        eventually(lambda: "scheduler sched-b: standby" in standby_log.read_text())
+        leader_err = _stop(leader)
+        before = store.queue("ticks").stats().live
+        eventually(lambda: store.queue("ticks").stats().live > before)  # b took over
+    finally:
+        if leader.poll() is None:
+            _stop(leader)
+        if standby is not None:
+            _stop(standby)
+        standby_err = standby_log.read_text() if standby_log.exists() else ""
+    assert "scheduler sched-a: leader" in leader_err
+    assert "schedule tick fired for" in leader_err and "on queue 'ticks'" in leader_err
+    assert "scheduler sched-b: standby" in standby_err
+    assert "scheduler sched-b: leader" in standby_err
+    assert "schedule tick fired for" in standby_err
+    assert "Traceback" not in leader_err + standby_err

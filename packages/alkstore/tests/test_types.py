@@ -208,3 +208,20 @@ def test_public_surface() -> None:
         assert name in alkstore.__all__
         assert hasattr(alkstore, name)
     assert sorted(alkstore.__all__) == sorted(set(alkstore.__all__))
+
+
+def test_names_refuse_exactly_the_control_and_surrogate_characters() -> None:
+    """C-1: a name holding a character of category Cc or Cs is refused, any
+    other is taken, whichever path (printable ASCII or not) checks it."""
+    import unicodedata
+
+    from alkstore.names import validate_name
+
+    points = [*range(0x300), *range(0xD7F0, 0xE010), 0x2028, 0xFEFF, 0x1F4EC, 0x10FFFF]
+    for point in points:
+        name = f"q{chr(point)}x"
+        if unicodedata.category(chr(point)) in ("Cc", "Cs"):
+            with pytest.raises(InvalidArgument):
+                validate_name(name, "queue")
+        else:
+            assert validate_name(name, "queue") == name

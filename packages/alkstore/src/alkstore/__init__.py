@@ -10,40 +10,77 @@ outbox inside the database an application already has.
 from __future__ import annotations
 
 from . import backoff, specs
+from ._aopen import open_async
 from ._open import DEFAULT_URL, installed_schemes, open
+from ._version import __version__
 from .errors import (
     AlkstoreError,
     EngineError,
     InvalidArgument,
     InvalidSpec,
+    QueueFull,
     ReservedName,
     SchemaVersionError,
     StoreClosed,
     TransientError,
     UnsupportedOperation,
 )
-from .protocols import Capability, Job, Listener, Lock, Outbox, Queue, Store, Stream, Tx
+from .protocols import (
+    AsyncJob,
+    AsyncListener,
+    AsyncLock,
+    AsyncOutbox,
+    AsyncQueue,
+    AsyncRateLimit,
+    AsyncStore,
+    AsyncStream,
+    AsyncTx,
+    Capability,
+    Job,
+    Listener,
+    Lock,
+    Outbox,
+    Queue,
+    RateLimit,
+    Store,
+    Stream,
+    Tx,
+)
 from .types import (
+    ConsumerLag,
+    Enqueued,
     EnqueueOpts,
     Event,
     JobInfo,
     JobState,
+    LockInfo,
     Notification,
     QueueOpts,
     QueueStats,
     Schedule,
+    StreamStats,
     SweepResult,
 )
-from .worker import Fail, Retry, Worker
-
-__version__ = "0.1.0"
+from .worker import AsyncWorker, Fail, Retry, Worker
 
 __all__ = [
     "DEFAULT_URL",
     "AlkstoreError",
+    "AsyncJob",
+    "AsyncListener",
+    "AsyncLock",
+    "AsyncOutbox",
+    "AsyncQueue",
+    "AsyncRateLimit",
+    "AsyncStore",
+    "AsyncStream",
+    "AsyncTx",
+    "AsyncWorker",
     "Capability",
+    "ConsumerLag",
     "EngineError",
     "EnqueueOpts",
+    "Enqueued",
     "Event",
     "Fail",
     "InvalidArgument",
@@ -53,11 +90,14 @@ __all__ = [
     "JobState",
     "Listener",
     "Lock",
+    "LockInfo",
     "Notification",
     "Outbox",
     "Queue",
+    "QueueFull",
     "QueueOpts",
     "QueueStats",
+    "RateLimit",
     "ReservedName",
     "Retry",
     "Schedule",
@@ -65,6 +105,7 @@ __all__ = [
     "Store",
     "StoreClosed",
     "Stream",
+    "StreamStats",
     "SweepResult",
     "TransientError",
     "Tx",
@@ -74,5 +115,6 @@ __all__ = [
     "backoff",
     "installed_schemes",
     "open",
+    "open_async",
     "specs",
 ]

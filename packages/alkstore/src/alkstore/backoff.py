@@ -37,18 +37,19 @@ def delay(attempt: int, base_s: float, rng: Callable[[], float] = random.random)
     """
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
         raise InvalidArgument(f"attempt must be an int >= 1, got {attempt!r}")
-    if (
-        isinstance(base_s, bool)
-        or not isinstance(base_s, (int, float))
-        or not math.isfinite(base_s)
-        or base_s < 0
-    ):
+    if isinstance(base_s, bool) or not isinstance(base_s, (int, float)):
         raise InvalidArgument(f"base_s must be a finite number >= 0, got {base_s!r}")
-    # Compare exponents rather than computing 2 ** (attempt - 1) for huge attempts.
-    if base_s == 0:
+    try:
+        base = float(base_s)
+    except OverflowError as exc:  # an int beyond any float
+        raise InvalidArgument(f"base_s must be a finite number >= 0, got {base_s!r}") from exc
+    if not math.isfinite(base) or base < 0:
+        raise InvalidArgument(f"base_s must be a finite number >= 0, got {base_s!r}")
+    if base == 0:
         return 0.0
-    if attempt - 1 >= 64:
-        ceiling = MAX_DELAY_S
-    else:
-        ceiling = min(float(base_s) * 2.0 ** (attempt - 1), MAX_DELAY_S)
-    return ceiling / 2 + rng() * ceiling / 2
+    # Compare exponents rather than computing 2 ** (attempt - 1) for huge attempts.
+    ceiling = MAX_DELAY_S if attempt - 1 >= 64 else min(base * 2.0 ** (attempt - 1), MAX_DELAY_S)
+    draw = rng()
+    if isinstance(draw, bool) or not isinstance(draw, (int, float)) or not 0 <= draw < 1:
+        raise InvalidArgument(f"rng() must return a float in [0, 1), got {draw!r}")
+    return ceiling / 2 + draw * ceiling / 2

@@ -4,6 +4,15 @@ The store URL comes from ``--url``, else ``$ALKSTORE_URL``, else the embedded
 SQLite default ``sqlite:///alkstore.db``. Listings print a table, or JSON with
 ``--json`` (datetimes in ISO 8601). Mistakes print one line on stderr and
 exit 2 (usage, bad arguments); other failures exit 1; no tracebacks.
+
+``redrive`` and ``purge`` act on dead letters (Q-21, Q-22); ``--all`` asks
+first on a terminal and needs ``--yes`` anywhere else. ``jobs`` and ``job``
+show a pending job whose ``run_at`` is still ahead as ``scheduled``.
+
+The read-only commands (``queues``, ``jobs``, ``job``, ``schedules``) open the
+store with ``migrate=False``: they never create a database or a schema, and
+a missing or outdated one is a one-line error. Passwords in URLs are shown as
+``***`` in every message and log line (E-4).
 """
 
 from __future__ import annotations
@@ -16,20 +25,20 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from enum import Enum
+from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Any, NoReturn
 
 from . import _open
-from ._open import DEFAULT_URL
+from ._open import DEFAULT_URL, ENGINE_GROUP, redact_url
 from .engine import OUTBOX_PREFIX
-from .errors import AlkstoreError, InvalidArgument
-from .protocols import Capability, Job, Queue, Store
+from .errors import AlkstoreError, InvalidArgument, SchemaVersionError
+from .protocols import Job, Queue, RateLimit, Store
+from .specs import parse_duration
 from .types import EnqueueOpts, JobInfo, JobState, QueueOpts, check_duration
 
 __all__ = ["main"]
@@ -47,6 +56,26 @@ _ERROR_WIDTH = 50
 
 class UsageError(Exception):
     """A mistake in the command line: exit 2 with one line."""
+
+
+def _whole_number(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    return _whole_number(text, 1)
+
+
+def _offset(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    return _whole_number(text, 0)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,6 +123,26 @@ def _payload_text(payload: Any, width: int = _PAYLOAD_WIDTH) -> str:
     return _short(json.dumps(payload, ensure_ascii=False), width)
 
 
+#: The state ``jobs`` and ``job`` show for a pending job whose ``run_at`` is
+#: still ahead (``queues`` counts them apart too).
+SCHEDULED = "scheduled"
+
+
+def _is_scheduled(info: JobInfo, now: datetime) -> bool:
+    return info.state is JobState.PENDING and info.run_at > now
+
+
+def _shown_state(info: JobInfo, now: datetime) -> str:
+    return SCHEDULED if _is_scheduled(info, now) else info.state.value
+
+
+def _shown(info: JobInfo, now: datetime) -> dict[str, Any]:
+    """*info* as JSON, its state as the listing shows it."""
+    data: dict[str, Any] = _jsonable(info)
+    data["state"] = _shown_state(info, now)
+    return data
+
+
 def _print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     cells = [[str(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
@@ -112,14 +161,25 @@ def _resolve_url(args: argparse.Namespace) -> str:
     return url or os.environ.get("ALKSTORE_URL") or DEFAULT_URL
 
 
-def _open_store(url: str) -> Store:
-    """Open *url*; failures become one readable line."""
+def _open_store(url: str, *, migrate: bool) -> Store:
+    """Open *url*; failures become one readable line, without the password.
+
+    ``migrate=False`` (the read-only commands): the engine opens only an
+    existing, up-to-date store and writes nothing.
+    """
+    shown = redact_url(url)
     try:
-        return _open.open(url)
+        if migrate:
+            return _open.open(url)
+        return _open.open(_open.without_url_option(url, "migrate"), migrate=False)
     except InvalidArgument:
         raise
+    except SchemaVersionError as exc:
+        if migrate:
+            raise AlkstoreError(f"cannot open {shown}: {exc}") from exc
+        raise AlkstoreError(f"cannot read {shown}: {exc}") from exc
     except AlkstoreError as exc:
-        raise AlkstoreError(f"cannot open {url}: {exc}") from exc
+        raise AlkstoreError(f"cannot open {shown}: {exc}") from exc
     except Exception as exc:  # a broken or half-installed engine package
         raise AlkstoreError(
             f"cannot load the engine for {_open.url_scheme(url)!r} URLs: "
@@ -128,8 +188,8 @@ def _open_store(url: str) -> Store:
 
 
 @contextmanager
-def _store(args: argparse.Namespace) -> Iterator[Store]:
-    store = _open_store(_resolve_url(args))
+def _store(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[Store]:
+    store = _open_store(_resolve_url(args), migrate=not read_only)
     try:
         yield store
     finally:
@@ -168,8 +228,44 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+class _RedactingFormatter(logging.Formatter):
+    """Log lines with every URL password shown as ``***`` (E-4)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_url(super().format(record))
+
+
 def _configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format=_LOG_FORMAT, stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter(_LOG_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+def _versions() -> str:
+    """``--version``: the contract package and every installed engine and
+    suite distribution, with the URL schemes each engine serves."""
+    lines = [f"alkstore {version('alkstore')}"]
+    schemes: dict[tuple[str, str], list[str]] = {}
+    for ep in entry_points(group=ENGINE_GROUP):
+        dist = ep.dist
+        key = (dist.name, dist.version) if dist is not None else ("(unknown)", "?")
+        schemes.setdefault(key, []).append(ep.name)
+    for (name, ver), names in sorted(schemes.items()):
+        lines.append(f"{name} {ver} (engine for {', '.join(sorted(names))} URLs)")
+    with suppress(PackageNotFoundError):
+        lines.append(f"alkstore-conformance {version('alkstore-conformance')}")
+    if not schemes:
+        lines.append('no engine installed: pip install "alkstore[sqlite]" or "alkstore[postgres]"')
+    return "\n".join(lines)
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(_versions())
+        parser.exit()
 
 
 # ------------------------------------------------------------------- commands
@@ -180,15 +276,15 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         engine = type(store).__module__.partition(".")[0]
         caps = sorted(str(c) for c in store.capabilities)
         if args.json:
-            _print_json({"url": store.url, "engine": engine, "capabilities": caps})
+            _print_json({"url": redact_url(store.url), "engine": engine, "capabilities": caps})
         else:
-            print(f"schema is up to date: {store.url} (engine {engine})")
+            print(f"schema is up to date: {redact_url(store.url)} (engine {engine})")
             print(f"capabilities: {', '.join(caps)}")
     return EXIT_OK
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
-    with _store(args) as store:
+    with _store(args, read_only=True) as store:
         stats = store.queue_stats()
     if args.json:
         _print_json(stats)
@@ -202,7 +298,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _job_row(info: JobInfo) -> list[object]:
+def _job_row(info: JobInfo, now: datetime) -> list[object]:
     if info.state is JobState.DEAD:
         when, note = _when(info.died_at), _short(info.last_error or "", _ERROR_WIDTH)
     elif info.state is JobState.PROCESSING:
@@ -211,7 +307,7 @@ def _job_row(info: JobInfo) -> list[object]:
         when, note = _when(info.run_at), ""
     return [
         info.id,
-        info.state.value,
+        _shown_state(info, now),
         f"{info.attempts}/{info.max_attempts}",
         info.priority,
         when,
@@ -228,34 +324,53 @@ _WHEN_HEADER = {
 _NOTE_HEADER = {JobState.PENDING: "", JobState.PROCESSING: "WORKER", JobState.DEAD: "LAST_ERROR"}
 
 
+def _scheduled_jobs(queue: Queue, limit: int, after: int, now: datetime) -> list[JobInfo]:
+    """Pending jobs whose ``run_at`` is ahead of *now*, by id, at most *limit*:
+    pages of pending jobs, filtered."""
+    found: list[JobInfo] = []
+    while len(found) < limit:
+        page = queue.list_jobs(JobState.PENDING, limit=1000, after_id=after)
+        found.extend(j for j in page if _is_scheduled(j, now))
+        if len(page) < 1000:
+            break
+        after = page[-1].id
+    return found[:limit]
+
+
 def cmd_jobs(args: argparse.Namespace) -> int:
-    state = JobState(args.state)
-    with _store(args) as store:
-        jobs = _queue(store, args.queue).list_jobs(state, limit=args.limit, after_id=args.after)
+    scheduled = args.state == SCHEDULED
+    state = JobState.PENDING if scheduled else JobState(args.state)
+    now = datetime.now(timezone.utc)
+    with _store(args, read_only=True) as store:
+        queue = _queue(store, args.queue)
+        if scheduled:
+            jobs = _scheduled_jobs(queue, args.limit, args.after, now)
+        else:
+            jobs = queue.list_jobs(state, limit=args.limit, after_id=args.after)
     if args.json:
-        _print_json(jobs)
+        _print_json([_shown(j, now) for j in jobs])
         return EXIT_OK
     if not jobs:
-        print(f"(no {state.value} jobs in {args.queue})")
+        print(f"(no {args.state} jobs in {args.queue})")
         return EXIT_OK
     headers = ["ID", "STATE", "ATTEMPTS", "PRIORITY", _WHEN_HEADER[state], "PAYLOAD"]
     if _NOTE_HEADER[state]:
         headers.append(_NOTE_HEADER[state])
-    _print_table(headers, [_job_row(j)[: len(headers)] for j in jobs])
+    _print_table(headers, [_job_row(j, now)[: len(headers)] for j in jobs])
     if len(jobs) == args.limit:
         print(f"(more may follow: --after {jobs[-1].id})")
     return EXIT_OK
 
 
 def cmd_job(args: argparse.Namespace) -> int:
-    with _store(args) as store:
+    with _store(args, read_only=True) as store:
         info = _queue(store, args.queue).get_job(args.id)
     if info is None:
         raise AlkstoreError(f"no job {args.id} in queue {args.queue!r}")
+    fields = _shown(info, datetime.now(timezone.utc))
     if args.json:
-        _print_json(info)
+        _print_json(fields)
         return EXIT_OK
-    fields = _jsonable(info)
     width = max(len(k) for k in fields)
     for key, value in fields.items():
         text = json.dumps(value, ensure_ascii=False) if key == "payload" else value
@@ -335,7 +450,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
-    with _store(args) as store:
+    with _store(args, read_only=True) as store:
         schedules = store.schedules()
     if args.json:
         _print_json(schedules)
@@ -386,6 +501,104 @@ def cmd_unschedule(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _dead_letter_target(store: Store, args: argparse.Namespace) -> tuple[str, Queue, list[int]]:
+    """``QUEUE ID...`` or ``--outbox NAME ID...``: the queue's name as shown,
+    its handle, and the ids (C-2 refuses only names a consumer spells: an
+    outbox's backing queue is reached through the outbox)."""
+    words: list[str] = list(args.target)
+    if args.outbox is not None:
+        name, queue = f"outbox {args.outbox}", store.outbox(args.outbox).queue
+    elif not words:
+        raise UsageError(f"{args.command} needs a QUEUE (or --outbox NAME)")
+    else:
+        name = words.pop(0)
+        queue = _queue(store, name)
+    ids: list[int] = []
+    for word in words:
+        try:
+            ids.append(int(word))
+        except ValueError:
+            raise UsageError(f"job ids are whole numbers, got {word!r}") from None
+    return name, queue, ids
+
+
+def _confirm(question: str, args: argparse.Namespace) -> bool:
+    """``--all`` asks first: ``--yes`` answers for the caller; on a terminal
+    the caller answers; anywhere else (a script, a pipe) it is a usage
+    mistake, never a silent yes."""
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"{args.command} --all asks for confirmation: add --yes to run it unattended"
+        )
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _dead_count(queue: Queue) -> int:
+    return queue.stats().dead
+
+
+def cmd_redrive(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        name, queue, ids = _dead_letter_target(store, args)
+        if args.all == bool(ids):
+            raise UsageError("redrive needs job IDs or --all, not both")
+        if args.all and not _confirm(
+            f"Redrive every dead job of {name} ({_dead_count(queue)} now)?", args
+        ):
+            print("nothing redriven", file=sys.stderr)
+            return EXIT_FAILURE
+        moved = queue.redrive(None if args.all else ids)
+    if args.json:
+        _print_json({"queue": queue.name, "redriven": moved})
+    else:
+        print(f"redrove {moved} dead job{'s' if moved != 1 else ''} of {name}")
+    return EXIT_OK
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    older = None if args.older_than is None else parse_duration(args.older_than)
+    with _store(args) as store:
+        name, queue, ids = _dead_letter_target(store, args)
+        if args.all and (ids or older is not None):
+            raise UsageError("purge --all takes no job IDs and no --older-than")
+        if not (args.all or ids or older is not None):
+            raise UsageError("purge needs job IDs, --all or --older-than DURATION")
+        if args.all and not _confirm(
+            f"Delete every dead job of {name} ({_dead_count(queue)} now)?", args
+        ):
+            print("nothing purged", file=sys.stderr)
+            return EXIT_FAILURE
+        purged = queue.purge_dead(ids or None, older_than_s=older)
+    if args.json:
+        _print_json({"queue": queue.name, "purged": purged})
+    else:
+        print(f"purged {purged} dead job{'s' if purged != 1 else ''} of {name}")
+    return EXIT_OK
+
+
+def _rate(text: str) -> tuple[float, float]:
+    """``--rate RATE/PERIOD``: ``100/1s``, ``5/1m``, ``1000/1h``; a PERIOD
+    without a unit is seconds."""
+    rate_text, sep, period_text = text.partition("/")
+    try:
+        rate = float(rate_text)
+    except ValueError:
+        rate = -1.0
+    if not sep or rate <= 0 or rate != rate:
+        raise UsageError(f"--rate takes RATE/PERIOD, like 100/1s or 5/1m, got {text!r}")
+    try:
+        period = float(period_text)
+    except ValueError:
+        period = parse_duration(period_text)
+    return rate, period
+
+
 def load_handler(spec: str) -> Callable[[Job], object]:
     """Import ``module:function`` (``module:object.method`` works too).
 
@@ -425,292 +638,108 @@ def load_handler(spec: str) -> Callable[[Job], object]:
 def cmd_worker(args: argparse.Namespace) -> int:
     from .worker import Worker
 
+    rate = None if args.rate is None else _rate(args.rate)
+    if rate is None and (args.burst is not None or args.rate_name is not None):
+        raise UsageError("--burst and --rate-name go with --rate")
     handler = load_handler(args.handler)
     _configure_logging(args.log_level)
-    with _store(args) as store:
+    names: list[str] = args.queue
+    # SIGINT/SIGTERM stop the worker cleanly from the first moment: one that
+    # arrives while the store opens or the metrics endpoint starts (before the
+    # Worker installs its own handlers) ends the run at once, exit 0.
+    stop = threading.Event()
+    with (
+        _stop_on_signals(stop),
+        _store(args) as store,
+        _worker_metrics(args.metrics_port),
+    ):
+        limiter: RateLimit | None = None
+        if rate is not None:
+            # One limiter per name in the database: every worker started with
+            # the same --rate-name (by default, the first queue's) shares it.
+            limiter = store.rate_limit(args.rate_name or names[0], *rate, burst=args.burst or 1)
+        queues = [_queue(store, n) for n in names]
         worker = Worker(
             store,
-            _queue(store, args.queue),
+            queues if len(queues) > 1 else queues[0],
             handler,
             concurrency=args.concurrency,
             worker_id=args.worker_id,
             grace_s=args.grace,
+            timeout_s=args.timeout,
+            rate_limit=limiter,
         )
+        paced = "" if limiter is None else f", at most {args.rate} (limiter {limiter.name!r})"
         print(
-            f"alkstore worker {worker.worker_id}: {args.handler} on queue {args.queue} "
-            f"({store.url}, {args.concurrency} threads); Ctrl-C or SIGTERM stops it",
+            f"alkstore worker {worker.worker_id}: {args.handler} on "
+            f"{'queues' if len(names) > 1 else 'queue'} {', '.join(names)} "
+            f"({redact_url(store.url)}, {args.concurrency} threads{paced}); "
+            "Ctrl-C or SIGTERM stops it",
             file=sys.stderr,
         )
-        worker.run()
+        worker.run(stop)
     return EXIT_OK
+
+
+@contextmanager
+def _worker_metrics(bind: str | None) -> Iterator[None]:
+    """``--metrics-port``: the worker's Prometheus endpoint while it runs (O-3)."""
+    if bind is None:
+        yield
+        return
+    from .observability._commands import start_worker_metrics
+
+    server = start_worker_metrics(bind)
+    try:
+        yield
+    finally:
+        server.close()
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from .observability._commands import run_metrics
+
+    stop = threading.Event()
+    with _stop_on_signals(stop):
+        return run_metrics(_resolve_url(args), args.serve, stop)
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from .observability._commands import run_dashboard
+
+    _configure_logging(args.log_level)
+    stop = threading.Event()
+    with _stop_on_signals(stop):
+        return run_dashboard(
+            _resolve_url(args),
+            args.bind,
+            stop,
+            read_only=args.read_only,
+            allowed_hosts=args.allow_host,
+            sample_every_s=args.sample_every,
+            scrape=args.scrape,
+        )
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     check_duration("--lock-ttl", args.lock_ttl, allow_zero=False)
     _configure_logging(args.log_level)
     stop = threading.Event()
-    with _store(args) as store:
+    with _stop_on_signals(stop), _store(args) as store:
         print(
-            f"alkstore scheduler on {store.url}; Ctrl-C or SIGTERM stops it",
+            f"alkstore scheduler on {redact_url(store.url)}; Ctrl-C or SIGTERM stops it",
             file=sys.stderr,
         )
-        with _stop_on_signals(stop):
-            store.run_schedules(stop=stop, owner=args.owner, lock_ttl_s=args.lock_ttl)
+        store.run_schedules(stop=stop, owner=args.owner, lock_ttl_s=args.lock_ttl)
     return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    url: str | None = args.url
-    if url is not None:
-        with _store(args) as store:
-            _Demo(store, tag=f"demo-{os.urandom(3).hex()}").run()
-        return EXIT_OK
-    with tempfile.TemporaryDirectory(prefix="alkstore-demo-") as tmp:
-        store = _open_store(f"sqlite:///{os.path.join(tmp, 'demo.db')}")
-        try:
-            _Demo(store, tag="demo").run()
-        finally:
-            store.close()
-    print(f"\nThe temporary store in {tmp} is gone; nothing was left behind.")
+    from ._demo import run_demo
+
+    # The demo never picks up $ALKSTORE_URL: it writes only where it is told.
+    run_demo(args.url, lambda url: _open_store(url, migrate=True))
     return EXIT_OK
-
-
-# ----------------------------------------------------------------------- demo
-
-
-class _DemoRollback(Exception):
-    """Raised inside the demo's second transaction to roll it back."""
-
-
-class _DemoLog(logging.Handler):
-    """Shows the worker's warnings in the demo's output, without tracebacks."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        print(f"      [log {record.levelname.lower()}] {record.getMessage()}")
-
-
-#: item -> what the demo's handler does with it.
-_DEMO_ITEMS = {
-    "book": "ships at once",
-    "lamp": "fails once (courier offline), then ships",
-    "ghost": "is refused for good: Fail('no such product')",
-    "vase": "breaks every time: ValueError, retried until the budget is spent",
-}
-
-
-class _Demo:
-    """The tour behind ``alkstore demo``; every name it creates starts with *tag*."""
-
-    def __init__(self, store: Store, tag: str) -> None:
-        self.store = store
-        self.tag = tag
-        self.caps = store.capabilities
-        self.scheme = _open.url_scheme(store.url)
-        self.table = f"{tag.replace('-', '_')}_orders"
-        self.step = 0
-
-    def heading(self, title: str) -> None:
-        self.step += 1
-        print(f"\n{self.step}. {title}")
-
-    def say(self, text: str = "") -> None:
-        print(f"   {text}".rstrip())
-
-    def run(self) -> None:
-        print(f"alkstore demo on {self.store.url}")
-        self.schema()
-        if Capability.QUEUES in self.caps:
-            self.jobs()
-        if Capability.OUTBOX in self.caps:
-            self.outbox()
-        if Capability.STREAMS in self.caps:
-            self.streams()
-        if Capability.LOCKS in self.caps:
-            self.locks()
-        if Capability.SCHEDULER in self.caps:
-            self.scheduler()
-        if Capability.NOTIFICATIONS in self.caps:
-            self.notifications()
-
-    # -- SQL of the demo's business table, in the driver's dialect
-    def _sql(self, text: str) -> str | None:
-        if self.scheme == "sqlite":
-            return text.replace("{id}", "INTEGER PRIMARY KEY").replace("{p}", "?")
-        if self.scheme in ("postgresql", "postgres"):
-            return text.replace("{id}", "BIGSERIAL PRIMARY KEY").replace("{p}", "%s")
-        return None
-
-    def schema(self) -> None:
-        self.heading("Opening the store creates its schema")
-        engine = type(self.store).__module__.partition(".")[0]
-        self.say(f"engine {engine}; capabilities: {', '.join(sorted(map(str, self.caps)))}")
-        if self.scheme == "sqlite":
-            with self.store.transaction() as tx:
-                rows = tx.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' "
-                    "AND name LIKE '\\_\\_alkstore%' ESCAPE '\\' ORDER BY name"
-                ).fetchall()
-            self.say("tables in the file: " + ", ".join(str(r[0]) for r in rows))
-
-    def jobs(self) -> None:
-        from .worker import Fail, Worker
-
-        self.heading("Jobs enqueued in the same transaction as your own rows")
-        q = self.store.queue(
-            f"{self.tag}.orders",
-            QueueOpts(visibility_timeout_s=30, max_attempts=3, backoff_base_s=0),
-        )
-        stream = (
-            self.store.stream(f"{self.tag}.order-events")
-            if Capability.STREAMS in self.caps
-            else None
-        )
-        create = self._sql(
-            f"CREATE TABLE IF NOT EXISTS {self.table} (id {{id}}, item TEXT NOT NULL)"
-        )
-        insert = self._sql(f"INSERT INTO {self.table} (item) VALUES ({{p}}) RETURNING id")
-        with self.store.transaction() as tx:
-            if create is not None:
-                tx.execute(create)
-            for n, item in enumerate(_DEMO_ITEMS, 1):
-                order = tx.execute(insert, (item,)).fetchone()[0] if insert else n
-                q.enqueue({"order": order, "item": item}, tx=tx)
-                if stream is not None:
-                    stream.publish({"order": order, "item": item}, key=item, tx=tx)
-        where = f"table {self.table}" if create else "your tables"
-        self.say(f"one transaction wrote {len(_DEMO_ITEMS)} orders to {where},")
-        self.say(f"enqueued a job per order on queue {q.name} and published an event each")
-        try:
-            with self.store.transaction() as tx:
-                if insert is not None:
-                    tx.execute(insert, ("teapot",))
-                q.enqueue({"item": "teapot"}, tx=tx)
-                raise _DemoRollback
-        except _DemoRollback:
-            pass
-        orders = ""
-        if create is not None:
-            with self.store.transaction() as tx:
-                count = tx.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0]
-            orders = f" and {count} orders"
-        self.say(
-            f"a transaction that rolled back left nothing: still {q.stats().pending} "
-            f"pending jobs{orders}"
-        )
-        later = q.enqueue({"reminder": "follow up"}, EnqueueOpts(delay_s=3600))
-        self.say(f"job {later} waits an hour (delay_s=3600): it is 'scheduled', not pending")
-
-        self.heading("A worker runs the handler: return acks, exceptions retry or dead-letter")
-        for item, fate in _DEMO_ITEMS.items():
-            self.say(f"{item:6} {fate}")
-        self.say("(backoff_base_s=0 so that retries are immediate; the default curve")
-        self.say(" waits 2.5-5 s after the first failure, doubling to an hour at most)")
-        self.say()
-
-        def ship(job: Job) -> None:
-            item = job.payload["item"]
-            label = f"order {job.payload['order']} ({item}), attempt {job.attempts}"
-            if item == "ghost":
-                self.say(f"handler: {label}: refusing it")
-                raise Fail("no such product")
-            if item == "vase":
-                self.say(f"handler: {label}: it broke")
-                raise ValueError("broke in transit")
-            if item == "lamp" and job.attempts == 1:
-                self.say(f"handler: {label}: courier offline")
-                raise ConnectionError("courier offline")
-            self.say(f"handler: {label}: shipped")
-
-        log = logging.getLogger("alkstore.worker")
-        shown = _DemoLog(logging.WARNING)
-        old_propagate = log.propagate
-        log.addHandler(shown)
-        log.propagate = False
-        try:
-            ran = Worker(
-                self.store, q, ship, concurrency=1, worker_id="demo-worker", grace_s=5
-            ).run_until_empty()
-        finally:
-            log.removeHandler(shown)
-            log.propagate = old_propagate
-        self.say()
-        self.say(f"run_until_empty() ran {ran} handler calls; the queue now:")
-        st = q.stats()
-        self.say(
-            f"pending {st.pending}, scheduled {st.scheduled}, "
-            f"processing {st.processing}, dead {st.dead}"
-        )
-        self.say("dead letters (kept until a person deals with them):")
-        for info in q.list_jobs(JobState.DEAD):
-            self.say(
-                f"  job {info.id} {info.payload['item']!r}: {info.last_error} "
-                f"after {info.attempts} attempt(s)"
-            )
-        self.say(f"cancel({later}) -> {q.cancel(later)}: the reminder is gone")
-
-    def outbox(self) -> None:
-        from .worker import Worker
-
-        self.heading("A transactional outbox: send only what was committed")
-        box = self.store.outbox(f"{self.tag}.webhooks")
-        with self.store.transaction() as tx:
-            box.put({"event": "order.paid", "order": 1}, tx=tx)
-        try:
-            with self.store.transaction() as tx:
-                box.put({"event": "order.paid", "order": 99}, tx=tx)
-                raise _DemoRollback
-        except _DemoRollback:
-            pass
-        sent: list[Any] = []
-        Worker(self.store, box.queue, lambda job: sent.append(job.payload)).run_until_empty()
-        for payload in sent:
-            self.say(f"delivered {json.dumps(payload)}")
-        self.say("(the message put in a rolled-back transaction never existed)")
-
-    def streams(self) -> None:
-        self.heading("A stream: an ordered log that consumers read at their own pace")
-        s = self.store.stream(f"{self.tag}.order-events")
-        events = s.read(after=0)
-        for ev in events:
-            self.say(f"offset {ev.offset}  key {ev.key!r:8} {json.dumps(ev.payload)}")
-        if events:
-            s.commit("mailer", events[1].offset if len(events) > 1 else events[0].offset)
-        self.say(f"consumer 'mailer' committed offset {s.offset('mailer')}; it resumes there")
-
-    def locks(self) -> None:
-        self.heading("A lock with a TTL and a fencing token")
-        name = f"{self.tag}.nightly-report"
-        first = self.store.lock(name, ttl_s=60, owner="host-a")
-        assert first is not None
-        self.say(f"host-a holds {name} (token {first.token})")
-        self.say(f"host-b asks too: {self.store.lock(name, ttl_s=60, owner='host-b')}")
-        first.release()
-        second = self.store.lock(name, ttl_s=60, owner="host-b")
-        if second is not None:
-            with second:
-                self.say(f"after host-a released it, host-b holds it (token {second.token})")
-
-    def scheduler(self) -> None:
-        self.heading("Schedules live in the database: every process agrees on the next fire")
-        for name, spec in (("cleanup", "@every 1h30m"), ("report", "0 9 * * MON-FRI")):
-            sched = self.store.schedule(
-                f"{self.tag}.{name}", spec, f"{self.tag}.maintenance", {"task": name}
-            )
-            self.say(f"{spec!r:18} next fires at {_when(sched.next_fire_at)} (UTC)")
-            self.store.unschedule(sched.name)
-        self.say("(`alkstore scheduler` runs them; any number of copies fire each once)")
-
-    def notifications(self) -> None:
-        self.heading("Notifications are delivered on commit, to whoever is listening")
-        channel = f"{self.tag}.chat"
-        with self.store.listen(channel) as listener:
-            with self.store.transaction() as tx:
-                self.store.notify(channel, {"text": "order 1 shipped"}, tx=tx)
-            started = time.monotonic()
-            note = listener.get(timeout_s=10)
-        if note is not None:
-            took = (time.monotonic() - started) * 1000
-            self.say(f"received {json.dumps(note.payload)} on {note.channel} in {took:.0f} ms")
 
 
 # --------------------------------------------------------------------- parser
@@ -744,6 +773,11 @@ def _build_parser() -> _Parser:
         "--url", default=None, help=f"store URL (default: $ALKSTORE_URL, else {DEFAULT_URL})"
     )
     parser.add_argument("--json", action="store_true", default=False, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print the versions of alkstore and of the installed engines, and exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -757,7 +791,7 @@ def _build_parser() -> _Parser:
     add(
         "demo",
         cmd_demo,
-        "a tour of alkstore on a temporary SQLite file (or on --url)",
+        "a tour of alkstore on a temporary SQLite file, or on --url (removing what it made)",
         [url_opt],
     )
     add("migrate", cmd_migrate, "create or upgrade the schema of the store", both)
@@ -766,10 +800,15 @@ def _build_parser() -> _Parser:
     p = add("jobs", cmd_jobs, "list the jobs of a queue in one state", both)
     p.add_argument("queue", metavar="QUEUE")
     p.add_argument(
-        "--state", choices=[s.value for s in JobState], default="pending", help="default: pending"
+        "--state",
+        choices=[s.value for s in JobState] + [SCHEDULED],
+        default="pending",
+        help="default: pending (scheduled: pending jobs whose run_at is still ahead)",
     )
-    p.add_argument("--limit", type=int, default=100, help="at most this many (default: 100)")
-    p.add_argument("--after", type=int, default=0, metavar="ID", help="only ids above ID (paging)")
+    p.add_argument("--limit", type=_count, default=100, help="at most this many (default: 100)")
+    p.add_argument(
+        "--after", type=_offset, default=0, metavar="ID", help="only ids above ID (paging)"
+    )
 
     p = add("job", cmd_job, "show one job, in any state", both)
     p.add_argument("queue", metavar="QUEUE")
@@ -795,6 +834,35 @@ def _build_parser() -> _Parser:
     p.add_argument("queue", metavar="QUEUE", nargs="?")
     p.add_argument("--all", action="store_true", help="every queue")
 
+    confirm_opts = _Parser(add_help=False)
+    confirm_opts.add_argument(
+        "--outbox", metavar="NAME", help="the dead letters of outbox NAME (no QUEUE then)"
+    )
+    confirm_opts.add_argument("--yes", action="store_true", help="do not ask before --all")
+
+    p = add(
+        "redrive",
+        cmd_redrive,
+        "move dead jobs back to pending, same ids, fresh attempts: QUEUE (ID... | --all)",
+        [*both, confirm_opts],
+    )
+    p.add_argument("target", nargs="*", metavar="QUEUE ID", help="the queue, then job ids")
+    p.add_argument("--all", action="store_true", help="every dead job of the queue (asks first)")
+
+    p = add(
+        "purge",
+        cmd_purge,
+        "delete dead jobs: QUEUE (ID... | --all | --older-than 7d)",
+        [*both, confirm_opts],
+    )
+    p.add_argument("target", nargs="*", metavar="QUEUE ID", help="the queue, then job ids")
+    p.add_argument("--all", action="store_true", help="every dead job of the queue (asks first)")
+    p.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="only jobs dead at least this long: 30s, 1h30m, 7d (units d h m s, as in @every)",
+    )
+
     p = add(
         "worker",
         cmd_worker,
@@ -802,7 +870,13 @@ def _build_parser() -> _Parser:
         [url_opt, log_opt],
     )
     p.add_argument("handler", metavar="MODULE:FUNC")
-    p.add_argument("--queue", required=True, metavar="Q")
+    p.add_argument(
+        "--queue",
+        required=True,
+        action="append",
+        metavar="Q",
+        help="the queue to serve; repeat it to serve several, earlier ones first",
+    )
     p.add_argument("--concurrency", type=int, default=4, metavar="N", help="threads (default: 4)")
     p.add_argument("--worker-id", metavar="ID", help="default: host:pid:random")
     p.add_argument(
@@ -811,6 +885,71 @@ def _build_parser() -> _Parser:
         default=30.0,
         metavar="S",
         help="on stop, wait this long for running handlers (default: 30)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="retry a job whose handler runs longer than S seconds (default: no limit)",
+    )
+    p.add_argument(
+        "--rate",
+        metavar="RATE/PERIOD",
+        help="claim at most RATE jobs per PERIOD, like 100/1s or 5/1m, shared by every worker "
+        "using the same limiter",
+    )
+    p.add_argument("--burst", type=_count, metavar="N", help="with --rate: N at once (default: 1)")
+    p.add_argument(
+        "--rate-name", metavar="NAME", help="with --rate: the limiter's name (default: the queue)"
+    )
+    p.add_argument(
+        "--metrics-port",
+        metavar="[HOST:]PORT",
+        help="serve the worker's Prometheus metrics at /metrics (HOST: 127.0.0.1)",
+    )
+
+    p = add(
+        "metrics",
+        cmd_metrics,
+        "queue depths in the Prometheus text format, once or served (read-only)",
+        [url_opt],
+    )
+    p.add_argument(
+        "--serve",
+        metavar="[HOST:]PORT",
+        help="serve /metrics until SIGINT/SIGTERM (HOST: 127.0.0.1)",
+    )
+
+    p = add(
+        "dashboard",
+        cmd_dashboard,
+        "the web dashboard: queues, dead letters, schedules, streams, locks",
+        [url_opt, log_opt],
+    )
+    p.add_argument(
+        "--bind", default="127.0.0.1:8765", metavar="HOST:PORT", help="default: 127.0.0.1:8765"
+    )
+    p.add_argument("--read-only", action="store_true", help="show only; refuse every change")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept this Host header too (a name the dashboard is reached by)",
+    )
+    p.add_argument(
+        "--sample-every",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds between the charts' samples (default: 2)",
+    )
+    p.add_argument(
+        "--scrape",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a worker's metrics endpoint to chart finished jobs from (repeatable)",
     )
 
     add("schedules", cmd_schedules, "list the schedules", both)
@@ -875,7 +1014,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error(message: object) -> None:
-    print(f"alkstore: error: {_one_line(message)}", file=sys.stderr)
+    print(f"alkstore: error: {redact_url(_one_line(message))}", file=sys.stderr)
 
 
 def _quiet_stdout() -> None:

@@ -7,37 +7,55 @@ dynamically by passing the published conformance suite.
 
 ``tx`` arguments accept the store's own :class:`Tx` or the driver's native
 handle (T-2), hence their type ``object | None``.
+
+The async faces (SPEC §14) sit after the sync ones, under the same names with
+an ``Async`` prefix: the same operations, arguments, results, errors and
+rules, with coroutines where the sync face does I/O (A-1).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import datetime
 from enum import Enum
 from types import TracebackType
 from typing import Any, Protocol
 
 from .types import (
+    Enqueued,
     EnqueueOpts,
     Event,
     JobInfo,
     JobState,
+    LockInfo,
     Notification,
     QueueOpts,
     QueueStats,
     Schedule,
+    StreamStats,
     SweepResult,
 )
 
 __all__ = [
+    "AsyncJob",
+    "AsyncListener",
+    "AsyncLock",
+    "AsyncOutbox",
+    "AsyncQueue",
+    "AsyncRateLimit",
+    "AsyncStore",
+    "AsyncStream",
+    "AsyncTx",
     "Capability",
     "Job",
     "Listener",
     "Lock",
     "Outbox",
     "Queue",
+    "RateLimit",
     "Store",
     "Stream",
     "Tx",
@@ -56,6 +74,12 @@ class Capability(str, Enum):
     OUTBOX = "outbox"
     NATIVE_TRANSACTIONS = "native_transactions"
     CROSS_PROCESS_WAKES = "cross_process_wakes"
+    ASYNC = "async"
+    DEAD_LETTER_ADMIN = "dead_letter_admin"
+    UNIQUE_KEYS = "unique_keys"
+    BOUNDED_QUEUES = "bounded_queues"
+    GROUPS = "groups"
+    RATE_LIMITS = "rate_limits"
 
     def __str__(self) -> str:
         return self.value
@@ -113,6 +137,35 @@ class Job(Protocol):
         timeout); refused once the deadline has passed (Q-8)."""
         ...
 
+    def release(self) -> bool:
+        """Give an unstarted claim back: pending, ready now, and this claim
+        does not count as an attempt; fenced like the other ops (Q-26)."""
+        ...
+
+    def should_stop(self) -> bool:
+        """True once the handler should wrap up: its worker stops or timed it
+        out, or the claim was lost (W-12). Outside a worker: once the claim's
+        deadline passed or an op on it was refused."""
+        ...
+
+
+class RateLimit(Protocol):
+    """A named GCRA limiter shared by every process on the database (R-1)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def rate(self) -> float: ...
+    @property
+    def per_s(self) -> float: ...
+    @property
+    def burst(self) -> int: ...
+
+    def acquire(self, n: int = 1, wait_s: float = 0) -> bool:
+        """Take *n* units, waiting up to *wait_s* for them; ``False`` when
+        they did not come in time (C-5). One statement per attempt."""
+        ...
+
 
 class Queue(Protocol):
     """A handle on one queue name with the opts it stamps on enqueues (Q-1)."""
@@ -123,9 +176,16 @@ class Queue(Protocol):
     def opts(self) -> QueueOpts: ...
 
     def enqueue(
-        self, payload: Any, opts: EnqueueOpts | None = None, tx: object | None = None
+        self,
+        payload: Any,
+        opts: EnqueueOpts | None = None,
+        tx: object | None = None,
+        *,
+        wait_s: float = 0,
     ) -> int:
-        """Insert one job and return its id (Q-1, C-3, T-1)."""
+        """Insert one job and return its id (Q-1, C-3, T-1). On a bounded
+        queue that is full, wait up to *wait_s* for room, then raise
+        ``QueueFull`` (Q-24)."""
         ...
 
     def enqueue_many(
@@ -134,11 +194,32 @@ class Queue(Protocol):
         """Insert many jobs in one statement; ids in the order of *payloads*."""
         ...
 
-    def claim(self, worker_id: str, wait_s: float = 0) -> Job | None:
-        """Claim the best claimable job (Q-2..Q-6), waiting up to *wait_s* (Q-19)."""
+    def enqueue_unique(
+        self, key: str, payload: Any, opts: EnqueueOpts | None = None, tx: object | None = None
+    ) -> Enqueued:
+        """Insert a job holding *key*, unless a live job of the queue holds it
+        already: then nothing is written and its id comes back (Q-23)."""
         ...
 
-    def claim_batch(self, worker_id: str, n: int, wait_s: float = 0) -> list[Job]:
+    def enqueue_many_unique(
+        self,
+        items: Sequence[tuple[str, Any]],
+        opts: EnqueueOpts | None = None,
+        tx: object | None = None,
+    ) -> list[Enqueued]:
+        """``enqueue_unique`` for each ``(key, payload)``, in one transaction."""
+        ...
+
+    def claim(
+        self, worker_id: str, wait_s: float = 0, rate_limit: RateLimit | None = None
+    ) -> Job | None:
+        """Claim the best claimable job (Q-2..Q-6), waiting up to *wait_s* (Q-19);
+        with *rate_limit*, only while it grants a unit (R-1)."""
+        ...
+
+    def claim_batch(
+        self, worker_id: str, n: int, wait_s: float = 0, rate_limit: RateLimit | None = None
+    ) -> list[Job]:
         """Claim up to *n* jobs in one statement, in claim order (Q-2, Q-19)."""
         ...
 
@@ -166,6 +247,21 @@ class Queue(Protocol):
 
     def list_jobs(self, state: JobState, limit: int = 100, after_id: int = 0) -> list[JobInfo]:
         """Jobs in *state* with ``id > after_id``, ascending id, at most *limit*."""
+        ...
+
+    def redrive(self, job_ids: Sequence[int] | None = None, tx: object | None = None) -> int:
+        """Move dead jobs of this queue back to pending with a fresh budget,
+        keeping their ids; every dead job when ``None`` (Q-21)."""
+        ...
+
+    def purge_dead(
+        self,
+        job_ids: Sequence[int] | None = None,
+        older_than_s: float | None = None,
+        tx: object | None = None,
+    ) -> int:
+        """Delete dead jobs of this queue: the given ids, those dead for at
+        least *older_than_s*, or all (Q-22)."""
         ...
 
 
@@ -313,6 +409,36 @@ class Store(Protocol):
 
     def listen(self, *channels: str) -> Listener: ...
 
+    def ack_each(self, jobs: Sequence[Job], tx: object | None = None) -> list[bool]:
+        """Ack handles of any queues of this store in one transaction; one
+        result per handle, in order (Q-9)."""
+        ...
+
+    def claim_any(
+        self,
+        queues: Sequence[str | Queue],
+        worker_id: str,
+        n: int = 1,
+        wait_s: float = 0,
+        rate_limit: RateLimit | None = None,
+    ) -> list[Job]:
+        """Claim up to *n* jobs from the first of *queues*, in that order, that
+        have claimable jobs, blocking on wakes of any of them (W-10)."""
+        ...
+
+    def rate_limit(self, name: str, rate: float, per_s: float, burst: int = 1) -> RateLimit:
+        """A handle on the limiter *name*: *rate* units per *per_s* seconds,
+        *burst* at once (R-1)."""
+        ...
+
+    def stream_stats(self) -> list[StreamStats]:
+        """Every stream with its last offset, stored events and consumers' lag."""
+        ...
+
+    def held_locks(self) -> list[LockInfo]:
+        """Every lock held right now (unexpired), by name."""
+        ...
+
     def schedule(
         self,
         name: str,
@@ -358,6 +484,264 @@ class Store(Protocol):
     def __enter__(self) -> Store: ...
 
     def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+# =============================================================== async faces
+
+
+class AsyncTx(Protocol):
+    """A transaction opened by ``async with store.transaction()`` (T-1, T-2, A-4)."""
+
+    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        """Run the caller's own SQL in this transaction and return the
+        driver's cursor (T-2)."""
+        ...
+
+    @property
+    def connection(self) -> Any:
+        """The driver's connection this transaction runs on."""
+        ...
+
+
+class AsyncJob(Protocol):
+    """The async handle of one claim (Q-4); see :class:`Job`."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def deadline(self) -> datetime: ...
+
+    async def ack(self, tx: object | None = None) -> bool: ...
+    async def retry(
+        self, error: str, delay_s: float | None = None, tx: object | None = None
+    ) -> bool: ...
+    async def fail(self, error: str, tx: object | None = None) -> bool: ...
+    async def heartbeat(self, extend_s: float | None = None) -> bool: ...
+    async def release(self) -> bool: ...
+    def should_stop(self) -> bool: ...
+
+
+class AsyncRateLimit(Protocol):
+    """The async face of :class:`RateLimit`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def rate(self) -> float: ...
+    @property
+    def per_s(self) -> float: ...
+    @property
+    def burst(self) -> int: ...
+
+    async def acquire(self, n: int = 1, wait_s: float = 0) -> bool: ...
+
+
+class AsyncQueue(Protocol):
+    """The async face of :class:`Queue`: a plain handle, coroutines for I/O."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def opts(self) -> QueueOpts: ...
+
+    async def enqueue(
+        self,
+        payload: Any,
+        opts: EnqueueOpts | None = None,
+        tx: object | None = None,
+        *,
+        wait_s: float = 0,
+    ) -> int: ...
+    async def enqueue_many(
+        self, payloads: Sequence[Any], opts: EnqueueOpts | None = None, tx: object | None = None
+    ) -> list[int]: ...
+    async def enqueue_unique(
+        self, key: str, payload: Any, opts: EnqueueOpts | None = None, tx: object | None = None
+    ) -> Enqueued: ...
+    async def enqueue_many_unique(
+        self,
+        items: Sequence[tuple[str, Any]],
+        opts: EnqueueOpts | None = None,
+        tx: object | None = None,
+    ) -> list[Enqueued]: ...
+    async def claim(
+        self, worker_id: str, wait_s: float = 0, rate_limit: AsyncRateLimit | None = None
+    ) -> AsyncJob | None: ...
+    async def claim_batch(
+        self,
+        worker_id: str,
+        n: int,
+        wait_s: float = 0,
+        rate_limit: AsyncRateLimit | None = None,
+    ) -> list[AsyncJob]: ...
+    async def ack_batch(self, jobs: Sequence[AsyncJob]) -> int: ...
+    async def cancel(self, job_id: int, tx: object | None = None) -> bool: ...
+    async def get_job(self, job_id: int) -> JobInfo | None: ...
+    async def sweep_expired(self) -> SweepResult: ...
+    async def stats(self) -> QueueStats: ...
+    async def list_jobs(
+        self, state: JobState, limit: int = 100, after_id: int = 0
+    ) -> list[JobInfo]: ...
+    async def redrive(
+        self, job_ids: Sequence[int] | None = None, tx: object | None = None
+    ) -> int: ...
+    async def purge_dead(
+        self,
+        job_ids: Sequence[int] | None = None,
+        older_than_s: float | None = None,
+        tx: object | None = None,
+    ) -> int: ...
+
+
+class AsyncOutbox(Protocol):
+    """The async face of :class:`Outbox` (Q-20)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def queue(self) -> AsyncQueue: ...
+
+    async def put(self, payload: Any, tx: object | None = None) -> int: ...
+
+    async def run(
+        self,
+        deliver: Callable[[Any], object] | Callable[[Any], Awaitable[object]],
+        stop: asyncio.Event | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        """Deliver until *stop* is set; *deliver* is a coroutine function or a
+        plain callable (run in a thread)."""
+        ...
+
+
+class AsyncStream(Protocol):
+    """The async face of :class:`Stream` (S-1..S-4)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def publish(
+        self, payload: Any, key: str | None = None, tx: object | None = None
+    ) -> int: ...
+    async def read(self, after: int = 0, limit: int = 100) -> list[Event]: ...
+    async def commit(self, consumer: str, offset: int) -> bool: ...
+    async def offset(self, consumer: str) -> int: ...
+    async def wait(self, after: int, timeout_s: float) -> bool: ...
+    async def trim(self, before: int) -> int: ...
+
+
+class AsyncLock(Protocol):
+    """A held lock on the async store; ``async with lock:`` releases it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def token(self) -> int: ...
+    @property
+    def expires_at(self) -> datetime: ...
+
+    async def renew(self, ttl_s: float | None = None) -> bool: ...
+    async def release(self) -> bool: ...
+    async def __aenter__(self) -> AsyncLock: ...
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class AsyncListener(Protocol):
+    """Notifications on the async store: ``async with store.listen(...) as l``
+    starts listening; ``async for note in l`` or ``await l.get(timeout_s)``."""
+
+    @property
+    def channels(self) -> frozenset[str]: ...
+
+    async def get(self, timeout_s: float | None = None) -> Notification | None: ...
+    def __aiter__(self) -> AsyncIterator[Notification]: ...
+    async def close(self) -> None: ...
+    async def __aenter__(self) -> AsyncListener: ...
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class AsyncStore(Protocol):
+    """The async face of :class:`Store` (SPEC §14): handles (``queue``,
+    ``outbox``, ``stream``, ``rate_limit``) are plain objects; every call that
+    does I/O is a coroutine."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def capabilities(self) -> frozenset[Capability]: ...
+    @property
+    def closed(self) -> bool: ...
+
+    def queue(self, name: str, opts: QueueOpts | None = None) -> AsyncQueue: ...
+    def outbox(self, name: str) -> AsyncOutbox: ...
+    def stream(self, name: str) -> AsyncStream: ...
+    def rate_limit(
+        self, name: str, rate: float, per_s: float, burst: int = 1
+    ) -> AsyncRateLimit: ...
+    async def lock(self, name: str, ttl_s: float, owner: str | None = None) -> AsyncLock | None: ...
+    async def notify(self, channel: str, payload: Any, tx: object | None = None) -> None: ...
+    def listen(self, *channels: str) -> AsyncListener: ...
+    async def ack_each(self, jobs: Sequence[AsyncJob], tx: object | None = None) -> list[bool]: ...
+    async def claim_any(
+        self,
+        queues: Sequence[str | AsyncQueue],
+        worker_id: str,
+        n: int = 1,
+        wait_s: float = 0,
+        rate_limit: AsyncRateLimit | None = None,
+    ) -> list[AsyncJob]: ...
+    async def schedule(
+        self,
+        name: str,
+        spec: str,
+        queue: str,
+        payload: Any = None,
+        opts: EnqueueOpts | None = None,
+        tz: str = "UTC",
+    ) -> Schedule: ...
+    async def unschedule(self, name: str) -> bool: ...
+    async def schedules(self) -> list[Schedule]: ...
+    async def tick_schedules(self) -> int: ...
+    async def run_schedules(
+        self,
+        stop: asyncio.Event | None = None,
+        owner: str | None = None,
+        lock_ttl_s: float = 30,
+    ) -> None: ...
+    async def queue_stats(self) -> list[QueueStats]: ...
+    async def stream_stats(self) -> list[StreamStats]: ...
+    async def held_locks(self) -> list[LockInfo]: ...
+    def transaction(self) -> AbstractAsyncContextManager[AsyncTx]: ...
+    async def close(self) -> None: ...
+    async def __aenter__(self) -> AsyncStore: ...
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,

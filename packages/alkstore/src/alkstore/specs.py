@@ -37,7 +37,7 @@ from croniter import croniter
 
 from .errors import InvalidArgument, InvalidSpec
 
-__all__ = ["NICKNAMES", "ScheduleSpec", "check_timezone", "parse"]
+__all__ = ["NICKNAMES", "ScheduleSpec", "check_timezone", "parse", "parse_duration"]
 
 NICKNAMES: dict[str, str] = {
     "@hourly": "0 * * * *",
@@ -50,12 +50,23 @@ NICKNAMES: dict[str, str] = {
 }
 
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_EVERY = re.compile(r"@every\s+(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION = r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?"
+_EVERY = re.compile(r"@every\s+" + _DURATION)
 # croniter extensions that make fire times depend on something other than the
 # spec (hashed "H" and random "R" fields) are refused: every engine and every
 # process must compute the same times.
 _NONDETERMINISTIC = re.compile(r"(^|[,/-])[HR](\(|$|[,/-])")
 _CRON_CHARS = re.compile(r"[0-9A-Za-z*/,?#-]+")
+# Numbers in a field longer than this are mistakes (no cron field goes past 59).
+_MAX_FIELD_DIGITS = 4
+# Month and weekday names, for the range check.
+_MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_MONTHS = {month: number for number, month in enumerate(_MONTH_NAMES, 1)}
+_WEEKDAYS = {
+    day: number for number, day in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))
+}
+# An @every count beyond this many digits exceeds the 366-day bound anyway.
+_MAX_EVERY_DIGITS = 9
 _UTC = timezone.utc
 
 
@@ -73,7 +84,9 @@ def check_timezone(tz: object) -> ZoneInfo:
 def _zone(tz: str) -> ZoneInfo:
     try:
         return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        # OSError: a name that is a directory of the zone database
+        # ("America"), or too long for a file name.
         raise InvalidArgument(f"unknown time zone {tz!r}") from exc
 
 
@@ -166,20 +179,52 @@ def _parse(spec: str) -> ScheduleSpec:
     fields = text.split()
     if len(fields) not in (5, 6):
         raise InvalidSpec(spec, f"cron has 5 or 6 fields (seconds first), got {len(fields)}")
-    for field in fields:
+    seconds_first = len(fields) == 6
+    # Month and weekday are the last two fields in both forms.
+    names_of: list[dict[str, int] | None] = [None] * (len(fields) - 2) + [_MONTHS, _WEEKDAYS]
+    for index, field in enumerate(fields):
         if not _CRON_CHARS.fullmatch(field) or _NONDETERMINISTIC.search(field.upper()):
             raise InvalidSpec(spec, f"bad cron field {field!r}")
+        if any(len(number) > _MAX_FIELD_DIGITS for number in re.findall(r"\d+", field)):
+            raise InvalidSpec(spec, f"bad cron field {field!r}")
+        _check_ranges(spec, field, names_of[index])
     expr = " ".join(fields)
-    seconds_first = len(fields) == 6
-    if not croniter.is_valid(expr, second_at_beginning=seconds_first):
+    try:
+        valid = croniter.is_valid(expr, second_at_beginning=seconds_first)
+    except Exception:  # croniter's parser raises more than its own errors
+        valid = False
+    if not valid:
         raise InvalidSpec(spec, "not a valid cron expression")
     return _checked(ScheduleSpec(text=spec, cron=expr, seconds_first=seconds_first), spec)
+
+
+def _check_ranges(spec: str, field: str, names: dict[str, int] | None) -> None:
+    """SC-1: a range runs upwards (``10-30``); a reversed one (``30-10``) is
+    refused rather than read as a wrap-around, which would fire on the
+    complement of what most readers expect."""
+    for element in field.split(","):
+        low, dash, high = element.partition("/")[0].partition("-")
+        if not dash:
+            continue
+        bounds = [_field_number(part, names) for part in (low, high)]
+        if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
+            raise InvalidSpec(spec, f"reversed range {element!r}: write the low end first")
+
+
+def _field_number(text: str, names: dict[str, int] | None) -> int | None:
+    if text.isdigit():
+        return int(text)
+    if names is not None:
+        return names.get(text.upper())
+    return None
 
 
 def _parse_every(spec: str, text: str) -> ScheduleSpec:
     match = _EVERY.fullmatch(text)
     if match is None or not any(match.groups()):
         raise InvalidSpec(spec, "use '@every <n><unit>...' with units d, h, m, s in that order")
+    if any(count is not None and len(count) > _MAX_EVERY_DIGITS for count in match.groups()):
+        raise InvalidSpec(spec, "the interval must be at most 366 days")
     total = sum(
         int(count) * _UNIT_SECONDS[unit]
         for count, unit in zip(match.groups(), "dhms", strict=True)
@@ -190,6 +235,31 @@ def _parse_every(spec: str, text: str) -> ScheduleSpec:
     if total > 366 * 86400:
         raise InvalidSpec(spec, "the interval must be at most 366 days")
     return ScheduleSpec(text=spec, interval_s=float(total))
+
+
+def parse_duration(text: object) -> float:
+    """A duration spelled as ``@every`` spells its interval, in seconds:
+    ``30s``, ``1h30m``, ``7d`` (units ``d h m s`` in that order, each at most
+    once; ``0s`` is zero). Anything else is an ``InvalidArgument``.
+
+    >>> parse_duration("1h30m"), parse_duration("7d")
+    (5400.0, 604800.0)
+    """
+    match = re.fullmatch(_DURATION, text.strip()) if isinstance(text, str) else None
+    if match is None or not any(match.groups()):
+        raise InvalidArgument(
+            f"not a duration: {text!r} (use <n><unit>... with units d, h, m, s in that order, "
+            "like 30s, 1h30m or 7d)"
+        )
+    if any(count is not None and len(count) > _MAX_EVERY_DIGITS for count in match.groups()):
+        raise InvalidArgument(f"duration too long: {text!r}")
+    return float(
+        sum(
+            int(count) * _UNIT_SECONDS[unit]
+            for count, unit in zip(match.groups(), "dhms", strict=True)
+            if count is not None
+        )
+    )
 
 
 def _checked(parsed: ScheduleSpec, spec: str) -> ScheduleSpec:

@@ -9,25 +9,30 @@ timestamps are timezone-aware UTC ``datetime`` objects (C-4).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
 from .errors import InvalidArgument
+from .names import validate_name
 
 __all__ = [
     "MAX_DURATION_S",
     "MAX_PRIORITY",
     "MIN_PRIORITY",
+    "ConsumerLag",
     "EnqueueOpts",
+    "Enqueued",
     "Event",
     "JobInfo",
     "JobState",
+    "LockInfo",
     "Notification",
     "QueueOpts",
     "QueueStats",
     "Schedule",
+    "StreamStats",
     "SweepResult",
 ]
 
@@ -38,6 +43,12 @@ MAX_DURATION_S = 100 * 365.25 * 86400.0
 MIN_PRIORITY = -(2**31)
 MAX_PRIORITY = 2**31 - 1
 _MAX_ATTEMPTS = 2**31 - 1
+#: Largest ``QueueOpts.max_depth``.
+MAX_DEPTH = 10_000_000
+#: The range of accepted ``run_at`` times: ``datetime``'s own range, less a
+#: margin for the time zone conversions and the arithmetic engines do on it.
+EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)
+LATEST = datetime(9999, 12, 30, tzinfo=timezone.utc)
 
 
 def _is_number(value: object) -> bool:
@@ -54,7 +65,10 @@ def check_duration(
         raise InvalidArgument(f"{name} is required")
     if not _is_number(value):
         raise InvalidArgument(f"{name} must be a number of seconds, not {type(value).__name__}")
-    seconds = float(value)  # type: ignore[arg-type]
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (OverflowError, ValueError, TypeError) as exc:  # an int beyond any float
+        raise InvalidArgument(f"{name} is out of range: {exc}") from exc
     if not math.isfinite(seconds):
         raise InvalidArgument(f"{name} must be finite, got {value!r}")
     if seconds < 0 or (seconds == 0 and not allow_zero):
@@ -75,11 +89,22 @@ def check_int(name: str, value: object, lo: int, hi: int) -> int:
 
 
 def check_aware(name: str, value: object) -> datetime:
-    """Validate a timezone-aware ``datetime``: naive times are ambiguous."""
+    """Validate a timezone-aware ``datetime`` within :data:`EARLIEST` ..
+    :data:`LATEST` once in UTC: naive times are ambiguous, and times at the
+    ends of ``datetime``'s range overflow the arithmetic engines do on them."""
     if not isinstance(value, datetime):
         raise InvalidArgument(f"{name} must be a datetime, not {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+    try:
+        offset = value.utcoffset()
+        utc = value.astimezone(timezone.utc) if offset is not None else None
+    except (OverflowError, ValueError, TypeError) as exc:
+        # An offset that pushes the time past year 9999 or before year 1,
+        # or a tzinfo whose utcoffset() is not a valid offset.
+        raise InvalidArgument(f"{name} cannot be expressed in UTC: {exc}") from exc
+    if utc is None:
         raise InvalidArgument(f"{name} must be timezone-aware, got naive {value!r}")
+    if not EARLIEST <= utc <= LATEST:
+        raise InvalidArgument(f"{name} must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
     return value
 
 
@@ -106,13 +131,21 @@ class QueueOpts:
     """Queue-level defaults, stamped on each job at enqueue (Q-1).
 
     Defaults: 300 s visibility timeout, 3 attempts, 5 s backoff base, dead
-    rows kept until a person deletes them.
+    rows kept until a person deletes them, no bound on the queue's depth and
+    no limit per group.
+
+    ``max_depth`` (Q-24) is a property of the handle: enqueues through it
+    refuse to leave more than that many unfinished jobs in the queue.
+    ``group_limit`` (Q-25) is stamped on each job: at most that many claims of
+    one group run at once.
     """
 
     visibility_timeout_s: float = 300.0
     max_attempts: int = 3
     backoff_base_s: float = 5.0
     dead_letter_retention_s: float | None = None
+    max_depth: int | None = None
+    group_limit: int | None = None
 
     def __post_init__(self) -> None:
         _set(
@@ -129,19 +162,26 @@ class QueueOpts:
                 "dead_letter_retention_s", self.dead_letter_retention_s, allow_none=True
             ),
         )
+        if self.max_depth is not None:
+            check_int("max_depth", self.max_depth, 1, MAX_DEPTH)
+        if self.group_limit is not None:
+            check_int("group_limit", self.group_limit, 1, _MAX_ATTEMPTS)
 
 
 @dataclass(frozen=True)
 class EnqueueOpts:
     """Per-job options. ``delay_s`` and ``run_at`` exclude each other;
     ``max_attempts`` overrides the queue handle's; ``expires_s`` sets the
-    job's ``expires_at`` relative to the enqueue (Q-15)."""
+    job's ``expires_at`` relative to the enqueue (Q-15); ``group`` puts the
+    job in a group whose concurrent claims ``QueueOpts.group_limit`` bounds
+    (Q-25; a name by C-1's rules)."""
 
     priority: int = 0
     delay_s: float | None = None
     run_at: datetime | None = None
     max_attempts: int | None = None
     expires_s: float | None = None
+    group: str | None = None
 
     def __post_init__(self) -> None:
         check_int("priority", self.priority, MIN_PRIORITY, MAX_PRIORITY)
@@ -157,6 +197,8 @@ class EnqueueOpts:
             "expires_s",
             check_duration("expires_s", self.expires_s, allow_zero=False, allow_none=True),
         )
+        if self.group is not None:
+            validate_name(self.group, "group", allow_reserved=True)
 
 
 @dataclass(frozen=True)
@@ -165,6 +207,9 @@ class JobInfo:
 
     ``last_error`` and ``died_at`` are set for dead jobs only. ``deadline`` and
     ``worker_id`` describe the current or last claim (``None`` before any).
+    ``unique_key`` (Q-23), ``group`` and ``group_limit`` (Q-25) are what the
+    enqueue gave; ``trace_context`` holds the W3C ``traceparent`` (and
+    ``tracestate``) current at the enqueue (O-2).
     """
 
     id: int
@@ -185,6 +230,10 @@ class JobInfo:
     died_at: datetime | None = None
     deadline: datetime | None = None
     worker_id: str | None = None
+    unique_key: str | None = None
+    group: str | None = None
+    group_limit: int | None = None
+    trace_context: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         _set(self, "state", _state(self.state))
@@ -206,13 +255,17 @@ def _state(value: object) -> JobState:
 @dataclass(frozen=True)
 class QueueStats:
     """Counts for one queue: ``pending`` is ready now, ``scheduled`` waits for
-    its ``run_at``, ``processing`` is claimed (lapsed claims included)."""
+    its ``run_at``, ``processing`` is claimed (lapsed claims included).
+    ``oldest_ready_at`` is the ready time of the longest-waiting pending job
+    that is ready now (``None`` when none is), for the queue-age gauge (O-1);
+    it takes no part in comparisons, which are about the counts."""
 
     queue: str
     pending: int
     scheduled: int
     processing: int
     dead: int
+    oldest_ready_at: datetime | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if min(self.pending, self.scheduled, self.processing, self.dead) < 0:
@@ -240,6 +293,47 @@ class SweepResult:
     def __post_init__(self) -> None:
         if min(self.expired, self.purged, self.exhausted) < 0:
             raise InvalidArgument("sweep counts cannot be negative")
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What ``enqueue_unique`` did (Q-23): the id of the job holding the key,
+    and whether this call created it (``False``: a live job already held it,
+    and nothing was written)."""
+
+    id: int
+    created: bool
+
+
+@dataclass(frozen=True)
+class ConsumerLag:
+    """One consumer of a stream: its committed offset and how many events
+    lie past it (``lag``)."""
+
+    consumer: str
+    offset: int
+    lag: int
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """One stream as ``store.stream_stats()`` sees it (O-4): the last offset
+    handed out, the events still stored, and each consumer's lag."""
+
+    stream: str
+    last_offset: int
+    events: int
+    consumers: tuple[ConsumerLag, ...] = ()
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """A held, unexpired lock as ``store.held_locks()`` sees it (O-4)."""
+
+    name: str
+    owner: str
+    token: int
+    expires_at: datetime
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,82 @@
+"""The engine kit: the public API implemented once, above an engine's I/O.
+
+An engine implements :class:`Executor` (see :mod:`alkstore.engine.seam`) and
+hands it to :class:`KitStore`; :class:`AsyncKitStore` over an
+:class:`AsyncExecutor` (native, or :class:`ThreadedAsyncExecutor` around the
+sync one) is its async face. Everything else — argument checks, payload
+encoding, claim order, handles, blocking loops, listeners, the scheduler, the
+outbox — is here and the same for every engine (docs/adr/0010,
+docs/implementing-an-engine.md).
+
+Modules, one concern each: :mod:`~alkstore.engine.rows` (the named rows of
+the seam), :mod:`~alkstore.engine.seam` (the executor protocols),
+:mod:`~alkstore.engine.prepare` (argument checks),
+:mod:`~alkstore.engine.wakes`, :mod:`~alkstore.engine.jobs`,
+:mod:`~alkstore.engine.queue`, :mod:`~alkstore.engine.stream`,
+:mod:`~alkstore.engine.locks`, :mod:`~alkstore.engine.listener`,
+:mod:`~alkstore.engine.schedules`, :mod:`~alkstore.engine.outbox`,
+:mod:`~alkstore.engine.store`, :mod:`~alkstore.engine.threaded`,
+:mod:`~alkstore.engine.native`, :mod:`~alkstore.engine.txowner`.
+"""
+
+from __future__ import annotations
+
+from alkstore.protocols import Capability
+
+from .codec import UNDECODABLE_ERROR
+from .jobs import AsyncKitJob, KitJob
+from .listener import AsyncQueueListener, QueueListener
+from .native import unwrap
+from .outbox import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
+from .rows import (
+    ClaimRow,
+    EventRow,
+    Fence,
+    Inserted,
+    JobRow,
+    NewJob,
+    RateSpec,
+    ScheduleRow,
+    claim_row,
+)
+from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
+from .seam import AsyncExecutor, Executor, NoteSink
+from .store import AsyncKitStore, KitStore
+from .threaded import ThreadedAsyncExecutor, ThreadedAsyncTx
+from .wakes import FALLBACK_POLL_S, WakeBoard
+
+__all__ = [
+    "ALL_CAPABILITIES",
+    "FALLBACK_POLL_S",
+    "OUTBOX_OPTS",
+    "OUTBOX_PREFIX",
+    "SCHEDULER_LOCK",
+    "SCHEDULES_WAKE_KEY",
+    "UNDECODABLE_ERROR",
+    "AsyncExecutor",
+    "AsyncKitJob",
+    "AsyncKitStore",
+    "AsyncQueueListener",
+    "ClaimRow",
+    "EventRow",
+    "Executor",
+    "Fence",
+    "Inserted",
+    "JobRow",
+    "KitJob",
+    "KitStore",
+    "NewJob",
+    "NoteSink",
+    "QueueListener",
+    "RateSpec",
+    "ScheduleRow",
+    "ThreadedAsyncExecutor",
+    "ThreadedAsyncTx",
+    "WakeBoard",
+    "claim_row",
+    "outbox_queue_name",
+    "unwrap",
+]
+
+#: Every capability; the in-repo engines declare them all.
+ALL_CAPABILITIES: frozenset[Capability] = frozenset(Capability)

@@ -1,0 +1,240 @@
+"""Argument checks and input preparation, the same for every engine.
+
+Everything a contract call validates before any I/O lives here, so a value
+refused by one engine is refused by every engine with the same error (C-1,
+C-3, C-4, E-3), and so the sync and async faces check alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import timezone
+from typing import Any
+
+from alkstore.errors import InvalidArgument
+from alkstore.names import check_worker_id, default_owner, encode_payload, validate_name
+from alkstore.specs import ScheduleSpec, check_timezone, parse
+from alkstore.types import EnqueueOpts, QueueOpts, check_duration, check_int
+
+from .rows import NewJob, RateSpec
+
+__all__ = [
+    "MAX_CLAIM_BATCH",
+    "MAX_ID",
+    "MAX_OFFSET",
+    "check_channels",
+    "check_error",
+    "check_ids",
+    "check_job_id",
+    "check_limit",
+    "check_lock_args",
+    "check_offset",
+    "check_queue_opts",
+    "check_rate_args",
+    "check_schedule_args",
+    "check_unique_key",
+    "check_wait",
+    "check_worker_id",
+    "clean_text",
+    "decode_enqueue_opts",
+    "default_owner",
+    "encode_enqueue_opts",
+    "prepare_job",
+]
+
+#: Most jobs one claim hands out.
+MAX_CLAIM_BATCH = 10_000
+#: Job ids and stream offsets are signed 64-bit integers on every engine.
+MAX_ID = 2**63 - 1
+MAX_OFFSET = MAX_ID
+#: Longest stored error text, in characters; longer texts are cut.
+MAX_ERROR_CHARS = 10_000
+
+_DEFAULT_ENQUEUE = EnqueueOpts()
+_DEFAULT_QUEUE = QueueOpts()
+
+
+def check_queue_opts(opts: object) -> QueueOpts:
+    """``None`` means the defaults; anything but ``QueueOpts`` is refused."""
+    if opts is None:
+        return _DEFAULT_QUEUE
+    if not isinstance(opts, QueueOpts):
+        raise InvalidArgument(f"opts must be QueueOpts, not {type(opts).__name__}")
+    return opts
+
+
+def prepare_job(
+    queue_opts: QueueOpts,
+    payload: Any,
+    opts: EnqueueOpts | None,
+    *,
+    unique_key: str | None = None,
+    trace_context: str | None = None,
+) -> NewJob:
+    """Validate and resolve one enqueue (Q-1, C-3, Q-23, Q-25); raises before
+    any write."""
+    if opts is None:
+        opts = _DEFAULT_ENQUEUE
+    elif not isinstance(opts, EnqueueOpts):
+        raise InvalidArgument(f"opts must be EnqueueOpts, not {type(opts).__name__}")
+    run_at = opts.run_at
+    return NewJob(
+        payload=encode_payload(payload),
+        priority=opts.priority,
+        delay_s=opts.delay_s or 0.0,
+        run_at=run_at.astimezone(timezone.utc) if run_at is not None else None,
+        max_attempts=opts.max_attempts
+        if opts.max_attempts is not None
+        else queue_opts.max_attempts,
+        visibility_timeout_s=queue_opts.visibility_timeout_s,
+        backoff_base_s=queue_opts.backoff_base_s,
+        dead_letter_retention_s=queue_opts.dead_letter_retention_s,
+        expires_s=opts.expires_s,
+        unique_key=unique_key,
+        group=opts.group,
+        group_limit=queue_opts.group_limit if opts.group is not None else None,
+        trace_context=trace_context,
+    )
+
+
+def check_unique_key(key: object) -> str:
+    """A unique key follows the name rules (Q-23, C-1)."""
+    return validate_name(key, "unique key", allow_reserved=True)
+
+
+def encode_enqueue_opts(opts: EnqueueOpts | None) -> str | None:
+    """``EnqueueOpts`` as stored with a schedule (no ``run_at``: a recurring job
+    has no single start time)."""
+    if opts is None:
+        return None
+    if not isinstance(opts, EnqueueOpts):
+        raise InvalidArgument(f"opts must be EnqueueOpts, not {type(opts).__name__}")
+    if opts.run_at is not None:
+        raise InvalidArgument("a schedule's opts cannot set run_at; use delay_s")
+    data: dict[str, Any] = {
+        "priority": opts.priority,
+        "delay_s": opts.delay_s,
+        "max_attempts": opts.max_attempts,
+        "expires_s": opts.expires_s,
+    }
+    if opts.group is not None:
+        data["group"] = opts.group
+    return json.dumps(data)
+
+
+def decode_enqueue_opts(text: str | None) -> EnqueueOpts | None:
+    """The inverse of :func:`encode_enqueue_opts`; ``None`` for text this
+    version cannot read (a schedule written around the contract)."""
+    if text is None:
+        return None
+    try:
+        return EnqueueOpts(**json.loads(text))
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def check_wait(wait_s: object, name: str = "wait_s") -> float:
+    """Validate a ``wait_s`` / ``timeout_s`` argument."""
+    value = check_duration(name, wait_s)
+    assert value is not None
+    return value
+
+
+def check_limit(limit: object, hi: int = 10_000) -> int:
+    """A page size for listings."""
+    return check_int("limit", limit, 1, hi)
+
+
+def check_offset(name: str, value: object) -> int:
+    """A stream offset argument: an int in ``[0, MAX_OFFSET]``."""
+    return check_int(name, value, 0, MAX_OFFSET)
+
+
+def check_job_id(job_id: object) -> int:
+    """A job id: any signed 64-bit int (an id that never existed finds nothing)."""
+    return check_int("job_id", job_id, -MAX_ID - 1, MAX_ID)
+
+
+def check_ids(job_ids: object) -> list[int] | None:
+    """``None`` (every job) or a sequence of job ids, duplicates once, in
+    ascending order (Q-21, Q-22)."""
+    if job_ids is None:
+        return None
+    if isinstance(job_ids, (str, bytes)) or not isinstance(job_ids, (Sequence, set, frozenset)):
+        raise InvalidArgument("job_ids must be a sequence of ints, or None for every job")
+    return sorted({check_job_id(i) for i in job_ids})
+
+
+def clean_text(text: str) -> str:
+    """*text* as every database can store it: NUL and lone surrogates
+    replaced, at most :data:`MAX_ERROR_CHARS` characters (an exception
+    message may hold anything; a retry must not fail because of its error)."""
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def check_error(error: object) -> str:
+    """The error text of ``retry``/``fail``: a ``str``, cleaned for storage."""
+    if not isinstance(error, str):
+        raise InvalidArgument(f"error must be a str, not {type(error).__name__}")
+    return clean_text(error)
+
+
+def check_lock_args(name: object, ttl_s: object, owner: object) -> tuple[str, float, str]:
+    """Validate ``store.lock`` arguments; a missing owner gets a unique one."""
+    lock_name = validate_name(name, "lock")
+    ttl = check_duration("ttl_s", ttl_s, allow_zero=False)
+    assert ttl is not None
+    lock_owner = (
+        default_owner() if owner is None else validate_name(owner, "owner", allow_reserved=True)
+    )
+    return lock_name, ttl, lock_owner
+
+
+def check_channels(channels: tuple[object, ...]) -> frozenset[str]:
+    """``listen`` needs at least one valid channel name (C-1, C-2)."""
+    if not channels:
+        raise InvalidArgument("listen() needs at least one channel")
+    return frozenset(validate_name(c, "channel") for c in channels)
+
+
+def check_schedule_args(
+    name: object, spec: object, queue: object, tz: object
+) -> tuple[str, ScheduleSpec, str, str]:
+    """Validate ``store.schedule`` arguments (C-1, C-2, SC-1)."""
+    sched_name = validate_name(name, "schedule")
+    parsed = parse(spec)
+    queue_name = validate_name(queue, "queue")
+    check_timezone(tz)
+    assert isinstance(tz, str)
+    return sched_name, parsed, queue_name, tz
+
+
+#: Largest accepted ``burst`` of a rate limit.
+MAX_BURST = 1_000_000
+
+
+def check_rate_args(name: object, rate: object, per_s: object, burst: object) -> RateSpec:
+    """Validate ``store.rate_limit`` arguments (R-1): *rate* units per
+    *per_s* seconds, so one unit every ``per_s / rate`` seconds."""
+    limit_name = validate_name(name, "rate limit")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+        raise InvalidArgument(f"rate must be a number, not {type(rate).__name__}")
+    if not math.isfinite(rate) or rate <= 0:
+        raise InvalidArgument(f"rate must be a finite number > 0, got {rate!r}")
+    period = check_duration("per_s", per_s, allow_zero=False)
+    assert period is not None
+    interval = period / float(rate)
+    if not interval >= 1e-6:
+        raise InvalidArgument("rate limits finer than one unit per microsecond are not supported")
+    count = check_int("burst", burst, 1, MAX_BURST)
+    return RateSpec(limit_name, interval, count)

@@ -1,0 +1,185 @@
+"""The named rows an engine hands the kit, and the values the kit hands it.
+
+An engine's executor (:mod:`alkstore.engine.seam`) speaks in these types, not
+positional tuples: what a claim returns is a :class:`ClaimRow`, what
+``get_job`` reads is a :class:`JobRow`. The rows of the hot paths (one or
+more per enqueue, claim and ack) are named tuples: as readable, and cheaper
+to build than frozen dataclasses. Times are aware UTC datetimes (the
+engine converts its own representation); payloads stay the stored JSON text,
+decoded by the kit (C-3), so an engine never needs to know about JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+__all__ = [
+    "ClaimRow",
+    "EventRow",
+    "Fence",
+    "Inserted",
+    "JobRow",
+    "NewJob",
+    "RateSpec",
+    "ScheduleRow",
+    "claim_row",
+]
+
+
+class NewJob(NamedTuple):
+    """A validated job ready to insert, its stamps resolved (Q-1).
+
+    ``delay_s`` is relative to the engine's clock at the insert; ``run_at``,
+    when set, is absolute and wins. ``expires_s`` is relative to the insert.
+    ``unique_key`` (Q-23), ``group`` and ``group_limit`` (Q-25) are ``None``
+    for a plain job; ``trace_context`` is the encoded W3C context (O-2).
+    """
+
+    payload: str
+    priority: int
+    delay_s: float
+    run_at: datetime | None
+    max_attempts: int
+    visibility_timeout_s: float
+    backoff_base_s: float
+    dead_letter_retention_s: float | None
+    expires_s: float | None
+    unique_key: str | None = None
+    group: str | None = None
+    group_limit: int | None = None
+    trace_context: str | None = None
+
+
+class Inserted(NamedTuple):
+    """One row of an insert: the id holding the job, and whether this insert
+    wrote it (``False`` only for a unique key a live job already held)."""
+
+    id: int
+    created: bool = True
+
+
+class Fence(NamedTuple):
+    """What identifies one claim (Q-4): the job id and its claim number, a
+    counter that only grows (redrives included). Every handle operation
+    matches both, plus the deadline (Q-7). ``group`` is the job's group
+    (Q-25), so an engine knows before it runs whether a slot may free."""
+
+    id: int
+    claim: int
+    group: str | None = None
+
+
+class ClaimRow(NamedTuple):
+    """A row a claim took, in any order: the kit sorts them into claim order
+    (Q-2) by ``(-priority, ready_at, id)``.
+
+    ``ready_at`` is when the row became claimable (its ``run_at``, or the
+    lapsed deadline of a reclaim); ``claimed_at`` is the claim's time, both
+    from the engine's clock, so the queue time (O-1) is their difference.
+    """
+
+    id: int
+    queue: str
+    payload: str
+    attempts: int
+    claim: int
+    max_attempts: int
+    priority: int
+    ready_at: datetime
+    claimed_at: datetime
+    deadline: datetime
+    visibility_timeout_s: float
+    backoff_base_s: float
+    group: str | None = None
+    trace_context: str | None = None
+
+
+def claim_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> ClaimRow:
+    """A :class:`ClaimRow` from a claim statement's row in the field order
+    above, the engine's time values turned into aware datetimes by *when*."""
+    (job_id, queue, payload, attempts, claims, max_attempts, priority, ready_at, claimed_at,
+     deadline, vt, backoff, grp, trace) = row  # fmt: skip
+    return ClaimRow(
+        int(job_id),
+        queue,
+        payload,
+        int(attempts),
+        int(claims),
+        int(max_attempts),
+        int(priority),
+        when(ready_at),
+        when(claimed_at),
+        when(deadline),
+        float(vt),
+        float(backoff),
+        grp,
+        trace,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A job as ``get_job`` and ``list_jobs`` read it, in any state (Q-14).
+    ``state`` is ``'pending'``, ``'processing'`` or ``'dead'``."""
+
+    id: int
+    queue: str
+    state: str
+    payload: str
+    priority: int
+    run_at: datetime
+    created_at: datetime
+    claimed_at: datetime | None
+    deadline: datetime | None
+    worker_id: str | None
+    attempts: int
+    max_attempts: int
+    visibility_timeout_s: float
+    backoff_base_s: float
+    dead_letter_retention_s: float | None
+    expires_at: datetime | None
+    last_error: str | None = None
+    died_at: datetime | None = None
+    unique_key: str | None = None
+    group: str | None = None
+    group_limit: int | None = None
+    trace_context: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One stored stream event; ``payload`` is the stored text."""
+
+    offset: int
+    key: str | None
+    payload: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    """A stored schedule: payload and opts as stored text (opts as the kit
+    encoded them, or ``None``)."""
+
+    name: str
+    spec: str
+    queue: str
+    payload: str
+    opts: str | None
+    tz: str
+    next_fire_at: datetime
+    last_fire_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RateSpec:
+    """A rate limiter as the engine applies it (R-1): GCRA with
+    ``interval_s = per_s / rate`` between units and room for ``burst``
+    units at once."""
+
+    name: str
+    interval_s: float
+    burst: int

@@ -1,0 +1,401 @@
+"""An async face for any synchronous engine: each operation runs in a thread.
+
+:class:`ThreadedAsyncExecutor` turns an :class:`~alkstore.engine.seam.Executor`
+into an :class:`~alkstore.engine.seam.AsyncExecutor`. The event loop never
+waits on I/O (A-2): every call hops to a small pool of threads owned by the
+store, and blocked claims, stream waits and listeners wait on the loop itself
+(wakes reach it through ``call_soon_threadsafe``). The SQLite engine's async
+face is this adapter (docs/adr/0010 gives its measured cost); a third-party
+engine gets an async face from it for free.
+
+Each call runs in a copy of the caller's context, so what the kit marks in
+context variables (the open transactions of a task, E-5) follows the task
+into the thread.
+
+A caller's connection that belongs to a thread of its own (aiosqlite runs
+each connection on a dedicated thread, and ``sqlite3`` refuses use from any
+other) cannot be used from the store's threads: the engine's ``resolve_tx``
+hook then also says how to run a call on that connection's thread, and every
+write given that ``tx`` runs there (A-3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import queue
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from alkstore.errors import StoreClosed
+from alkstore.protocols import AsyncTx, Capability, Tx
+from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
+
+from .rows import ClaimRow, EventRow, Fence, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
+from .seam import Executor, NoteSink
+from .wakes import WakeBoard
+
+__all__ = ["Runner", "ThreadedAsyncExecutor", "ThreadedAsyncTx", "TxResolver"]
+
+T = TypeVar("T")
+
+#: Runs a call (no arguments) on the thread that owns a caller's connection.
+Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
+
+#: An engine's hook for what an async caller passes as ``tx`` and the sync
+#: engine would not take as is: the object to hand the sync engine instead,
+#: and a :data:`Runner` when that connection must be used on its own thread.
+TxResolver = Callable[[object], tuple[object, Runner | None]]
+
+#: Threads per store: enough for concurrent reads and one writer at a time.
+DEFAULT_THREADS = 16
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+class _IOThreads:
+    """The store's I/O threads: started with the store, stopped by close()."""
+
+    def __init__(self, count: int, name: str) -> None:
+        self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
+            for i in range(count)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(
+        self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], fn: Callable[[], Any]
+    ) -> None:
+        self._work.put((loop, future, fn))
+
+    def _serve(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            loop, future, fn = item
+            try:
+                value, ok = fn(), True
+            except BaseException as exc:  # handed to the awaiting task
+                value, ok = exc, False
+            with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+                loop.call_soon_threadsafe(_settle, future, ok, value)
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._work.put(None)
+
+
+def _locked(lock: threading.Lock, work: Callable[[], T]) -> T:
+    with lock:
+        return work()
+
+
+class ThreadedAsyncTx:
+    """The async face of a synchronous engine's transaction (T-2)."""
+
+    def __init__(self, sync_tx: Tx, owner: ThreadedAsyncExecutor) -> None:
+        self.sync_tx = sync_tx
+        self._owner = owner
+        #: Held in the thread around each piece of this transaction's work
+        #: and around its end: an operation whose task was cancelled still
+        #: runs in its thread, and must not overlap the rollback or run
+        #: after it, outside the transaction (A-4).
+        self.lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ThreadedAsyncTx({self.sync_tx!r})"
+
+    @property
+    def connection(self) -> Any:
+        return self.sync_tx.connection
+
+    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        """Run the caller's SQL in this transaction (in a thread) and return
+        the driver's cursor."""
+        return await self._owner.call(self.sync_tx.execute, sql, params, _lock=self.lock)
+
+
+class ThreadedAsyncExecutor:
+    """An :class:`~alkstore.engine.seam.AsyncExecutor` over a sync executor."""
+
+    def __init__(
+        self,
+        sync: Executor,
+        *,
+        threads: int = DEFAULT_THREADS,
+        resolve_tx: TxResolver | None = None,
+    ) -> None:
+        self.sync = sync
+        self._pool = _IOThreads(threads, "alkstore-async")
+        self._resolve_extra = resolve_tx
+        #: id(sync tx) -> the lock of its open async transaction.
+        self._tx_locks: dict[int, threading.Lock] = {}
+
+    # ------------------------------------------------------------ plumbing
+
+    async def call(
+        self, fn: Callable[..., T], *args: Any, _lock: threading.Lock | None = None
+    ) -> T:
+        """Run ``fn(*args)`` in the store's threads, in a copy of this context;
+        work on an open transaction of this face runs under its lock."""
+        if self.sync.closed and fn != self.sync.close:
+            raise StoreClosed("the store was closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        ctx = contextvars.copy_context()
+        lock = _lock
+        if lock is None and self._tx_locks:
+            lock = next((self._tx_locks[id(a)] for a in args if id(a) in self._tx_locks), None)
+        work = functools.partial(ctx.run, fn, *args)
+        if lock is not None:
+            work = functools.partial(_locked, lock, work)
+        self._pool.submit(loop, future, work)
+        return await future
+
+    async def call_tx(self, fn: Callable[..., T], tx: object | None, *args: Any) -> T:
+        """Run ``fn(sync_tx, *args)``, where *sync_tx* is what the sync engine
+        takes for the caller's *tx*: in the store's threads, or on the thread
+        that owns the caller's connection when the engine says it has one."""
+        runner: Runner | None = None
+        if isinstance(tx, ThreadedAsyncTx):
+            tx = tx.sync_tx
+        elif tx is not None and self._resolve_extra is not None:
+            tx, runner = self._resolve_extra(tx)
+        if runner is None:
+            return await self.call(fn, tx, *args)
+        if self.sync.closed:
+            raise StoreClosed("the store was closed")
+        ctx = contextvars.copy_context()
+        result: T = await runner(functools.partial(ctx.run, fn, tx, *args))
+        return result
+
+    # ------------------------------------------------------------ the store
+
+    @property
+    def url(self) -> str:
+        return self.sync.url
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return self.sync.capabilities
+
+    @property
+    def closed(self) -> bool:
+        return self.sync.closed
+
+    @property
+    def store_id(self) -> str:
+        return self.sync.store_id
+
+    @property
+    def wakes(self) -> WakeBoard:
+        return self.sync.wakes
+
+    async def start_wakes(self) -> None:
+        await self.call(self.sync.start_wakes)
+
+    def fallback_s(self) -> float | None:
+        return self.sync.fallback_s()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncTx]:
+        manager = self.sync.transaction()
+        entering = asyncio.ensure_future(self.call(manager.__enter__))
+        try:
+            tx = await asyncio.shield(entering)
+        except asyncio.CancelledError:
+            # A-4: cancelled while the transaction was being opened. The
+            # thread opens it anyway (holding the write lock); close it again,
+            # rolled back, before the cancellation goes on.
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(entering)
+            if entering.done() and not entering.cancelled() and entering.exception() is None:
+                error = asyncio.CancelledError()
+                await asyncio.shield(self.call(manager.__exit__, type(error), error, None))
+            raise
+        atx = ThreadedAsyncTx(tx, self)
+        self._tx_locks[id(tx)] = atx.lock
+        try:
+            yield atx
+        except BaseException as exc:
+            # Rolled back even when the task was cancelled (A-4): shielded.
+            swallow = await asyncio.shield(
+                self.call(manager.__exit__, type(exc), exc, exc.__traceback__, _lock=atx.lock)
+            )
+            if not swallow:
+                raise
+        else:
+            await asyncio.shield(self.call(manager.__exit__, None, None, None, _lock=atx.lock))
+        finally:
+            self._tx_locks.pop(id(tx), None)
+
+    async def close(self) -> None:
+        try:
+            await self.call(self.sync.close)
+        finally:
+            self._pool.shutdown()
+
+    # --------------------------------------------------------------- queues
+
+    async def insert_jobs(
+        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+    ) -> list[Inserted]:
+        return await self.call_tx(self.sync.insert_jobs, tx, queue, jobs, max_depth)
+
+    async def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        n: int,
+        rate: RateSpec | None,
+        idle: bool,
+    ) -> list[ClaimRow]:
+        return await self.call(self.sync.claim, queues, worker_id, n, rate, idle)
+
+    async def next_ready(self, queues: Sequence[str]) -> float | None:
+        return await self.call(self.sync.next_ready, queues)
+
+    async def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
+        return await self.call_tx(self.sync.ack, tx, fences)
+
+    async def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
+        return await self.call_tx(self.sync.retry, tx, fence, delay_s, error)
+
+    async def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
+        return await self.call_tx(self.sync.fail, tx, fence, error)
+
+    async def release(self, fence: Fence) -> bool:
+        return await self.call(self.sync.release, fence)
+
+    async def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
+        return await self.call(self.sync.heartbeat, fence, extend_s)
+
+    async def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
+        return await self.call_tx(self.sync.cancel, tx, queue, job_id)
+
+    async def get_job(self, queue: str, job_id: int) -> JobRow | None:
+        return await self.call(self.sync.get_job, queue, job_id)
+
+    async def list_jobs(
+        self, queue: str, state: JobState, limit: int, after_id: int
+    ) -> list[JobRow]:
+        return await self.call(self.sync.list_jobs, queue, state, limit, after_id)
+
+    async def queue_stats(self, queue: str | None) -> list[QueueStats]:
+        return await self.call(self.sync.queue_stats, queue)
+
+    async def sweep(self, queue: str) -> SweepResult:
+        return await self.call(self.sync.sweep, queue)
+
+    async def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
+        return await self.call_tx(self.sync.redrive, tx, queue, job_ids)
+
+    async def purge_dead(
+        self,
+        tx: object | None,
+        queue: str,
+        job_ids: Sequence[int] | None,
+        older_than_s: float | None,
+    ) -> int:
+        return await self.call_tx(self.sync.purge_dead, tx, queue, job_ids, older_than_s)
+
+    # -------------------------------------------------------------- streams
+
+    async def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
+        return await self.call_tx(self.sync.publish, tx, stream, key, payload)
+
+    async def read_events(self, stream: str, after: int, limit: int) -> list[EventRow]:
+        return await self.call(self.sync.read_events, stream, after, limit)
+
+    async def has_event_after(self, stream: str, after: int) -> bool:
+        return await self.call(self.sync.has_event_after, stream, after)
+
+    async def commit_offset(self, stream: str, consumer: str, offset: int) -> bool:
+        return await self.call(self.sync.commit_offset, stream, consumer, offset)
+
+    async def get_offset(self, stream: str, consumer: str) -> int:
+        return await self.call(self.sync.get_offset, stream, consumer)
+
+    async def trim(self, stream: str, before: int) -> int:
+        return await self.call(self.sync.trim, stream, before)
+
+    async def stream_stats(self) -> list[StreamStats]:
+        return await self.call(self.sync.stream_stats)
+
+    # ---------------------------------------------------------------- locks
+
+    async def acquire_lock(
+        self, name: str, owner: str, ttl_s: float
+    ) -> tuple[int, datetime] | None:
+        return await self.call(self.sync.acquire_lock, name, owner, ttl_s)
+
+    async def renew_lock(self, name: str, owner: str, token: int, ttl_s: float) -> datetime | None:
+        return await self.call(self.sync.renew_lock, name, owner, token, ttl_s)
+
+    async def release_lock(self, name: str, owner: str, token: int) -> bool:
+        return await self.call(self.sync.release_lock, name, owner, token)
+
+    async def held_locks(self) -> list[LockInfo]:
+        return await self.call(self.sync.held_locks)
+
+    async def acquire_rate(self, rate: RateSpec, n: int) -> float:
+        return await self.call(self.sync.acquire_rate, rate, n)
+
+    # -------------------------------------------------------- notifications
+
+    async def notify(self, tx: object | None, channel: str, payload: str) -> None:
+        await self.call_tx(self.sync.notify, tx, channel, payload)
+
+    async def subscribe(self, sink: NoteSink) -> None:
+        await self.call(self.sync.subscribe, sink)
+
+    async def unsubscribe(self, sink: NoteSink) -> None:
+        await self.call(self.sync.unsubscribe, sink)
+
+    # ------------------------------------------------------------ schedules
+
+    async def clock(self) -> datetime:
+        return await self.call(self.sync.clock)
+
+    async def upsert_schedule(self, row: ScheduleRow) -> ScheduleRow:
+        return await self.call(self.sync.upsert_schedule, row)
+
+    async def delete_schedule(self, name: str) -> bool:
+        return await self.call(self.sync.delete_schedule, name)
+
+    async def list_schedules(self) -> list[ScheduleRow]:
+        return await self.call(self.sync.list_schedules)
+
+    async def due_schedules(self) -> tuple[datetime, list[ScheduleRow]]:
+        return await self.call(self.sync.due_schedules)
+
+    async def fire_schedule(
+        self,
+        name: str,
+        expected: datetime,
+        fire_at: datetime,
+        next_fire_at: datetime,
+        queue: str,
+        job: NewJob,
+    ) -> bool:
+        return await self.call(
+            self.sync.fire_schedule, name, expected, fire_at, next_fire_at, queue, job
+        )
+
+    async def seconds_to_next_fire(self) -> float | None:
+        return await self.call(self.sync.seconds_to_next_fire)

@@ -1,0 +1,407 @@
+"""The dashboard as a WSGI application (O-4).
+
+Routes (``name`` is a queue name, in the query string or a form field, so
+that any queue name survives the URL):
+
+=========================  =====  ===========================================
+``/``                      GET    every queue: counts, depth and throughput
+``/queue?name=&after=``    GET    one queue: counts, charts, dead letters
+``/queue/redrive``         POST   ``ids`` (one or more) or ``all=1``
+``/queue/purge``           POST   ``ids`` or ``all=1``; always confirmed
+``/schedules``             GET    schedules with their next fires
+``/streams``               GET    streams with each consumer's lag
+``/locks``                 GET    held locks with owners and tokens
+``/login``                 GET    the token form; POST starts a session
+``/logout``                POST   ends the session
+=========================  =====  ===========================================
+
+A redrive of all and every purge answer first with a confirmation page
+whose form repeats the request with ``confirm=1``. Every change answers
+with a redirect (``303``) to the queue's page, which shows what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+from urllib.parse import parse_qs, urlencode
+
+from alkstore.engine import OUTBOX_PREFIX
+from alkstore.errors import AlkstoreError, UnsupportedOperation
+from alkstore.observability._http import StartResponse, WSGIEnviron
+from alkstore.protocols import Capability, Queue, Store
+from alkstore.types import JobState
+
+from . import _pages
+from ._auth import Guard, Session
+from ._html import layout
+from ._sampler import History, Sampler
+
+__all__ = ["DashboardApp"]
+
+log = logging.getLogger("alkstore.dashboard")
+
+_MAX_FORM_BYTES = 256 * 1024
+_MAX_IDS = 1000
+_PAGE_SIZE = 50
+_SECURITY_HEADERS = [
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    # same-origin, not no-referrer: with no-referrer the browser sends
+    # "Origin: null" on the dashboard's own forms, and the Origin check
+    # (which refuses null) would refuse them.
+    ("Referrer-Policy", "same-origin"),
+    ("Cache-Control", "no-store"),
+]
+
+
+class _Response:
+    def __init__(
+        self, status: str, body: str = "", headers: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        self.status = status
+        self.body = body.encode("utf-8")
+        self.headers = list(headers)
+
+
+def _redirect(location: str, *headers: tuple[str, str]) -> _Response:
+    return _Response("303 See Other", "", [("Location", location), *headers])
+
+
+class DashboardApp:
+    """The WSGI callable. *store* is read on every request (the numbers on
+    a page are the store's at that moment) and sampled by *sampler* for the
+    charts."""
+
+    def __init__(
+        self,
+        store: Store,
+        guard: Guard,
+        history: History,
+        sampler: Sampler,
+        *,
+        every_s: float,
+        refresh_s: float | None,
+    ) -> None:
+        self._store = store
+        self._guard = guard
+        self._history = history
+        self._sampler = sampler
+        self._every_s = every_s
+        self._refresh_s = refresh_s
+        self._routes: dict[tuple[str, str], Callable[[WSGIEnviron, Session | None], _Response]] = {
+            ("GET", "/"): self._overview,
+            ("GET", "/queue"): self._queue_page,
+            ("POST", "/queue/redrive"): self._redrive,
+            ("POST", "/queue/purge"): self._purge,
+            ("GET", "/schedules"): self._schedules,
+            ("GET", "/streams"): self._streams,
+            ("GET", "/locks"): self._locks,
+            ("GET", "/login"): self._login_form,
+            ("POST", "/login"): self._login,
+            ("POST", "/logout"): self._logout,
+        }
+
+    # ------------------------------------------------------------------ WSGI
+
+    def __call__(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            response = self._dispatch(environ)
+        except Exception:
+            log.exception("dashboard request failed")
+            response = self._page(
+                "500 Internal Server Error",
+                "Error",
+                _pages.message_body("Something failed", "See the dashboard's log."),
+            )
+        headers = [*response.headers, *_SECURITY_HEADERS]
+        if response.body:
+            headers.append(("Content-Length", str(len(response.body))))
+        start_response(response.status, headers)
+        if environ.get("REQUEST_METHOD") == "HEAD":
+            return [b""]
+        return [response.body]
+
+    def _dispatch(self, environ: WSGIEnviron) -> _Response:
+        guard = self._guard
+        if not guard.host_ok(environ):
+            return _Response(
+                "421 Misdirected Request",
+                "This dashboard does not answer to that host name.\n",
+                [("Content-Type", "text/plain; charset=utf-8")],
+            )
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        method = "GET" if method == "HEAD" else method
+        path = str(environ.get("PATH_INFO", "/")) or "/"
+        query = parse_qs(str(environ.get("QUERY_STRING", "")))
+        session = guard.session(environ)
+        if method == "GET" and "token" in query:
+            return self._token_login(path, query)
+        handler = self._routes.get((method, path))
+        if handler is None:
+            if any(p == path for _, p in self._routes):
+                return _Response("405 Method Not Allowed", "", [("Allow", "GET, POST")])
+            return self._page("404 Not Found", "Not found", _pages.message_body("Not found", path))
+        if path != "/login" and not guard.may_read(session):
+            return self._page(
+                "401 Unauthorized",
+                "Log in",
+                _pages.login_body(False, guard.public, path),
+            )
+        if method == "POST" and not guard.same_origin(environ):
+            return self._forbidden("The request came from another site.")
+        return handler(environ, session)
+
+    # --------------------------------------------------------------- helpers
+
+    def _page(
+        self,
+        status: str,
+        title: str,
+        body: str,
+        *,
+        active: str | None = None,
+        refresh: bool = False,
+        session: Session | None = None,
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> _Response:
+        note = ""
+        if session is not None:
+            note = " &middot; signed in"
+        html = layout(
+            title,
+            body,
+            active=active,
+            store_label=self._store.url,
+            refresh_s=self._refresh_s if refresh else None,
+            session_note=note,
+        )
+        return _Response(status, html, [("Content-Type", "text/html; charset=utf-8"), *headers])
+
+    def _forbidden(self, why: str) -> _Response:
+        return self._page("403 Forbidden", "Refused", _pages.message_body("Refused", why))
+
+    def _actions(self, session: Session | None) -> _pages.Actions:
+        if self._guard.read_only:
+            return _pages.Actions(None, "This dashboard runs read-only.")
+        if Capability.DEAD_LETTER_ADMIN not in self._store.capabilities:
+            return _pages.Actions(None, "This engine does not support redrive and purge.")
+        if session is None:
+            return _pages.Actions(
+                None,
+                "Redrive and purge need the dashboard's token: open the link printed at "
+                "start, or log in.",
+            )
+        return _pages.Actions(session.csrf)
+
+    def _queue_handle(self, name: str) -> Queue:
+        if name.startswith(OUTBOX_PREFIX):
+            return self._store.outbox(name[len(OUTBOX_PREFIX) :]).queue
+        return self._store.queue(name)
+
+    @staticmethod
+    def _form(environ: WSGIEnviron) -> dict[str, list[str]]:
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length <= 0 or length > _MAX_FORM_BYTES:
+            return {}
+        raw = environ["wsgi.input"].read(length)
+        return parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
+
+    def _read_failed(self, what: str, exc: Exception) -> str:
+        if isinstance(exc, UnsupportedOperation):
+            return _pages.message_body(what, "This engine does not support it.")
+        log.warning("reading %s failed: %s", what, exc)
+        return _pages.message_body(what, f"Reading it failed: {type(exc).__name__}: {exc}")
+
+    # ----------------------------------------------------------------- pages
+
+    def _overview(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        try:
+            stats = self._store.queue_stats()
+        except AlkstoreError as exc:
+            return self._page("503 Service Unavailable", "Queues", self._read_failed("Queues", exc))
+        body = _pages.overview_body(
+            stats,
+            datetime.now(timezone.utc),
+            self._history.samples(),
+            scraping=self._sampler.scraping,
+            every_s=self._every_s,
+            messages=_pop_flash(session),
+        )
+        return self._page("200 OK", "Queues", body, active="/", refresh=True, session=session)
+
+    def _queue_page(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        query = parse_qs(str(environ.get("QUERY_STRING", "")))
+        name = (query.get("name") or [""])[0]
+        try:
+            after = max(0, int((query.get("after") or ["0"])[0]))
+        except ValueError:
+            after = 0
+        try:
+            queue = self._queue_handle(name)
+            stats = next((s for s in self._store.queue_stats() if s.queue == name), None)
+            dead = queue.list_jobs(JobState.DEAD, limit=_PAGE_SIZE + 1, after_id=after)
+        except AlkstoreError as exc:
+            status = "404 Not Found" if not name else "503 Service Unavailable"
+            return self._page(status, "Queue", self._read_failed(f"Queue {name!r}", exc))
+        body = _pages.queue_body(
+            name,
+            stats,
+            dead[:_PAGE_SIZE],
+            now=datetime.now(timezone.utc),
+            after=after,
+            more=len(dead) > _PAGE_SIZE,
+            samples=self._history.samples(),
+            scraping=self._sampler.scraping,
+            every_s=self._every_s,
+            actions=self._actions(session),
+            messages=_pop_flash(session),
+        )
+        return self._page("200 OK", f"Queue {name}", body, active="/", session=session)
+
+    def _schedules(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        try:
+            body = _pages.schedules_body(self._store.schedules(), datetime.now(timezone.utc))
+        except AlkstoreError as exc:
+            body = self._read_failed("Schedules", exc)
+        return self._page("200 OK", "Schedules", body, active="/schedules", session=session)
+
+    def _streams(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        try:
+            body = _pages.streams_body(self._store.stream_stats())
+        except AlkstoreError as exc:
+            body = self._read_failed("Streams", exc)
+        return self._page("200 OK", "Streams", body, active="/streams", session=session)
+
+    def _locks(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        try:
+            body = _pages.locks_body(self._store.held_locks(), datetime.now(timezone.utc))
+        except AlkstoreError as exc:
+            body = self._read_failed("Locks", exc)
+        return self._page("200 OK", "Locks", body, active="/locks", session=session)
+
+    # ------------------------------------------------------------ sessions
+
+    def _token_login(self, path: str, query: dict[str, list[str]]) -> _Response:
+        presented = query.pop("token")[0]
+        if not self._guard.check_token(presented):
+            return self._page(
+                "403 Forbidden", "Log in", _pages.login_body(True, self._guard.public, path)
+            )
+        session = self._guard.new_session()
+        rest = urlencode(query, doseq=True)
+        return _redirect(path + (f"?{rest}" if rest else ""), self._guard.set_cookie(session))
+
+    def _login_form(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        return self._page("200 OK", "Log in", _pages.login_body(False, self._guard.public, "/"))
+
+    def _login(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        form = self._form(environ)
+        presented = (form.get("token") or [""])[0]
+        next_path = (form.get("next") or ["/"])[0]
+        if not next_path.startswith("/") or next_path.startswith("//"):
+            next_path = "/"
+        if not self._guard.check_token(presented):
+            return self._page(
+                "403 Forbidden", "Log in", _pages.login_body(True, self._guard.public, next_path)
+            )
+        fresh = self._guard.new_session()
+        return _redirect(next_path, self._guard.set_cookie(fresh))
+
+    def _logout(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        form = self._form(environ)
+        if session is not None and self._guard.csrf_ok(session, (form.get("csrf") or [""])[0]):
+            self._guard.end_session(session)
+        return _redirect("/", self._guard.clear_cookie())
+
+    # ------------------------------------------------------------- changes
+
+    def _change_allowed(
+        self, session: Session | None, form: dict[str, list[str]]
+    ) -> tuple[Session | None, _Response | None]:
+        if self._guard.read_only:
+            return None, self._forbidden("This dashboard runs read-only.")
+        if session is None:
+            return None, self._forbidden("Changes need the dashboard's token: log in first.")
+        if not self._guard.csrf_ok(session, (form.get("csrf") or [""])[0]):
+            return None, self._forbidden("The form was stale or not this dashboard's; reload it.")
+        if Capability.DEAD_LETTER_ADMIN not in self._store.capabilities:
+            return None, self._forbidden("This engine does not support redrive and purge.")
+        return session, None
+
+    @staticmethod
+    def _ids(form: dict[str, list[str]]) -> list[int] | None:
+        """The ``ids`` of the form, ``None`` for ``all=1``; raises ValueError."""
+        if (form.get("all") or [""])[0] == "1":
+            return None
+        ids = sorted({int(v) for v in form.get("ids", []) if v.strip()})
+        if len(ids) > _MAX_IDS:
+            raise ValueError(f"at most {_MAX_IDS} jobs at once")
+        return ids
+
+    def _redrive(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        return self._change(environ, session, "redrive")
+
+    def _purge(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        return self._change(environ, session, "purge")
+
+    def _change(self, environ: WSGIEnviron, session: Session | None, action: str) -> _Response:
+        form = self._form(environ)
+        allowed, refusal = self._change_allowed(session, form)
+        if refusal is not None:
+            return refusal
+        assert allowed is not None
+        name = (form.get("name") or [""])[0]
+        back = "/queue?" + urlencode({"name": name})
+        try:
+            ids = self._ids(form)
+        except ValueError:
+            allowed.flash.append(("Those job ids are not valid.", False))
+            return _redirect(back)
+        if ids == []:
+            allowed.flash.append(("No job was selected.", False))
+            return _redirect(back)
+        confirmed = (form.get("confirm") or [""])[0] == "1"
+        if not confirmed and (ids is None or action == "purge"):
+            try:
+                dead_now = next((s.dead for s in self._store.queue_stats() if s.queue == name), 0)
+            except AlkstoreError as exc:
+                return self._page(
+                    "503 Service Unavailable", "Confirm", self._read_failed("Queue", exc)
+                )
+            body = _pages.confirm_page(action, name, ids, dead_now, allowed.csrf)
+            return self._page("200 OK", "Confirm", body, active="/", session=allowed)
+        try:
+            queue = self._queue_handle(name)
+            if action == "redrive":
+                moved = queue.redrive(ids)
+                text = f"Redrove {moved:,} job(s) to pending."
+            else:
+                moved = queue.purge_dead(ids)
+                text = f"Purged {moved:,} dead job(s)."
+        except AlkstoreError as exc:
+            log.warning("%s on queue %r failed: %s", action, name, exc)
+            allowed.flash.append((f"{action.capitalize()} failed: {exc}", False))
+            return _redirect(back)
+        if ids is not None and moved < len(ids):
+            text += f" {len(ids) - moved:,} of those selected were no longer dead."
+        log.info("dashboard: %s on queue %r: %d job(s)", action, name, moved)
+        allowed.flash.append((text, True))
+        return _redirect(back)
+
+
+def _pop_flash(session: Session | None) -> list[tuple[str, bool]]:
+    if session is None or not session.flash:
+        return []
+    messages = list(session.flash)
+    session.flash.clear()
+    return messages

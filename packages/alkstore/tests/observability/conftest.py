@@ -1,0 +1,173 @@
+"""Fixtures of the observability tests (SPEC §17): a fresh store on each
+engine, the OpenTelemetry SDK's in-memory reader and exporter, and helpers
+to run the ``alkstore`` command as a real process.
+
+Nothing here sets the global OpenTelemetry providers: tests hand their own
+providers in, and the few that need the global ones run in a child process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import alkstore
+from alkstore import Store
+
+ENGINES = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The URL of a PostgreSQL server; skipped without one, failed under CI."""
+    from alkstore_postgres.testing import provide_server
+
+    with provide_server() as found:
+        if found.url is None:
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail(f"CI needs PostgreSQL: {found.reason}", pytrace=False)
+            pytest.skip(found.reason)
+        yield found.url
+
+
+@pytest.fixture(params=ENGINES)
+def engine_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of a fresh, empty store on each engine (no schema yet): a new
+    SQLite file, or a new PostgreSQL schema dropped afterwards."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    from alkstore_postgres.testing import HOOKS
+
+    server: str = request.getfixturevalue("pg_server")
+    with HOOKS.isolated(server, {}, request.node.name) as (url, opts):
+        sep = "&" if "?" in url else "?"
+        yield f"{url}{sep}schema={opts['schema']}"
+
+
+@pytest.fixture
+def store(engine_url: str) -> Iterator[Store]:
+    """An open store (schema created) on *engine_url*."""
+    opened = alkstore.open(engine_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def eventually(probe: Callable[[], Any], timeout_s: float = 20.0, what: str = "") -> Any:
+    """Poll *probe* until it returns something true; fail after *timeout_s*."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout_s} s: {what or probe}")
+        time.sleep(0.05)
+
+
+def cli() -> list[str]:
+    """The ``alkstore`` command of this environment."""
+    script = Path(sys.executable).parent / "alkstore"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "alkstore"]
+
+
+class Running:
+    """A command running in the background; a thread collects its stderr
+    lines as they come (``wait_for``)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout_s: float = 20.0) -> re.Match[str]:
+        """The first match of *pattern* in a stderr line, waiting for it."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for line in list(self.lines):
+                found = regex.search(line)
+                if found:
+                    return found
+            if self.proc.poll() is not None:
+                self._reader.join(5)
+                if not any(regex.search(line) for line in self.lines):
+                    pytest.fail(f"exited {self.proc.returncode} before {pattern!r}:\n{self.output}")
+                continue
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {pattern!r} within {timeout_s} s:\n{self.output}")
+            time.sleep(0.02)
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        """SIGTERM, then its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"did not stop within {timeout_s} s after SIGTERM:\n{self.output}")
+        self.close()
+        return code
+
+    def close(self) -> None:
+        self._reader.join(5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+
+
+@pytest.fixture
+def background(tmp_path: Path) -> Iterator[Callable[..., Running]]:
+    """Start ``alkstore ARGS...`` in the background (cwd: the test's
+    directory); every one still running is stopped at the end."""
+    started: list[Running] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Running:
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        full_env.pop("ALKSTORE_URL", None)
+        proc = subprocess.Popen(
+            [*cli(), *args],
+            cwd=tmp_path,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        running = Running(proc)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        if running.proc.poll() is None:
+            running.proc.send_signal(signal.SIGTERM)
+            try:
+                running.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                running.proc.kill()
+                running.proc.wait()
+        running.close()

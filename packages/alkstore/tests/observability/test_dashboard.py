@@ -1,0 +1,563 @@
+"""O-4 without a browser: the dashboard's pages, numbers and access rules,
+over real HTTP against a dashboard serving a real store on each engine.
+
+The browser tests (``test_dashboard_browser.py``) drive the same pages in
+headless Chromium.
+"""
+
+from __future__ import annotations
+
+import html
+import http.client
+import re
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+from wsgiref.util import setup_testing_defaults
+
+import pytest
+
+from alkstore import JobState, QueueOpts, QueueStats, Store
+from alkstore.cli import main
+from alkstore.observability import record_finished, serve_worker_metrics
+from alkstore.observability.dashboard import DashboardServer, serve_dashboard
+from alkstore.observability.dashboard._app import DashboardApp
+from alkstore.observability.dashboard._auth import Guard
+from alkstore.observability.dashboard._sampler import (
+    History,
+    Sample,
+    Sampler,
+    depth_series,
+    throughput_series,
+)
+from alkstore.observability.dashboard._svg import Series, line_chart, nice_ceiling
+
+from .conftest import Running, eventually
+
+EVIL = "<script>alert(1)</script>"
+
+pytestmark = pytest.mark.clause("O-4")
+
+
+class Response:
+    def __init__(self, raw: http.client.HTTPResponse) -> None:
+        self.status = raw.status
+        self.headers = raw.headers
+        self.text = raw.read().decode("utf-8")
+
+
+class Client:
+    """A browser's worth of HTTP: one cookie jar, no redirects followed."""
+
+    def __init__(self, server: DashboardServer) -> None:
+        parts = urlsplit(server.url)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.cookies: dict[str, str] = {}
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        fields: dict[str, str | list[str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=20)
+        all_headers = {"Host": f"{self.host}:{self.port}", **(headers or {})}
+        if self.cookies:
+            all_headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        body = None
+        if fields is not None:
+            body = urlencode(fields, doseq=True)
+            all_headers["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            conn.request(method, path, body=body, headers=all_headers)
+            response = Response(conn.getresponse())
+        finally:
+            conn.close()
+        for value in response.headers.get_all("Set-Cookie") or []:
+            name, _, rest = value.partition("=")
+            cookie_value = rest.split(";", 1)[0]
+            if "Max-Age=0" in value:
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = cookie_value
+        return response
+
+    def get(self, path: str, **headers: str) -> Response:
+        return self.request("GET", path, headers=headers)
+
+    def post(
+        self, path: str, fields: dict[str, str | list[str]], headers: dict[str, str] | None = None
+    ) -> Response:
+        return self.request("POST", path, fields, headers)
+
+    def login(self, server: DashboardServer) -> None:
+        answer = self.get(f"/?token={server.token}")
+        assert answer.status == 303, answer.text
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, "the page offers no form"
+    return html.unescape(found.group(1))
+
+
+def text_of(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+
+
+def queue_rows(page: str) -> dict[str, dict[str, int]]:
+    """The overview table: ``{queue: {state: count}}``."""
+    rows: dict[str, dict[str, int]] = {}
+    for name, row in re.findall(r'<tr data-queue="([^"]*)">(.*?)</tr>', page):
+        cells = re.findall(r'data-state="(\w+)">(.*?)</td>', row)
+        rows[html.unescape(name)] = {s: int(text_of(v).replace(",", "")) for s, v in cells}
+    return rows
+
+
+def dead_ids(page: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page)]
+
+
+def counts(stats: list[QueueStats]) -> dict[str, dict[str, int]]:
+    return {
+        s.queue: {
+            "pending": s.pending,
+            "scheduled": s.scheduled,
+            "processing": s.processing,
+            "dead": s.dead,
+        }
+        for s in stats
+    }
+
+
+def seed(store: Store) -> list[int]:
+    """Two queues with jobs in every state; the ids of three dead emails."""
+    emails = store.queue("emails", QueueOpts(max_attempts=1))
+    emails.enqueue_many([{"to": f"u{i}@example.com"} for i in range(8)])
+    dead = []
+    for i in range(3):
+        job = emails.claim("w1")
+        assert job is not None
+        job.fail(f"SMTP 550: mailbox {i} unavailable")
+        dead.append(job.id)
+    assert emails.claim("w1") is not None
+    from alkstore import EnqueueOpts
+
+    emails.enqueue({"later": True}, EnqueueOpts(delay_s=3600))
+    store.queue("reports").enqueue({"kind": "daily"})
+    return dead
+
+
+@pytest.fixture
+def dashboard(store: Store) -> Iterator[DashboardServer]:
+    with serve_dashboard(store, "127.0.0.1:0", sample_every_s=0.1) as server:
+        yield server
+
+
+@pytest.fixture
+def client(dashboard: DashboardServer) -> Client:
+    return Client(dashboard)
+
+
+# --------------------------------------------------------------- the numbers
+
+
+def test_overview_counts_are_queue_stats(store: Store, client: Client) -> None:
+    seed(store)
+    page = client.get("/")
+    assert page.status == 200
+    assert queue_rows(page.text) == counts(store.queue_stats())
+    assert '<meta http-equiv="refresh"' in page.text
+
+
+def test_queue_page_lists_dead_letters_with_their_errors(store: Store, client: Client) -> None:
+    dead = seed(store)
+    page = client.get("/queue?" + urlencode({"name": "emails"}))
+    assert page.status == 200
+    assert dead_ids(page.text) == dead
+    for i in range(3):
+        assert f"SMTP 550: mailbox {i} unavailable" in page.text
+    assert "u0@example.com" in page.text  # the payload, shortened
+
+
+def test_dead_letters_page_through(store: Store, client: Client) -> None:
+    q = store.queue("many", QueueOpts(max_attempts=1))
+    q.enqueue_many([{"n": i} for i in range(60)])
+    for job in q.claim_batch("w", 60):
+        job.fail("no")
+    first = client.get("/queue?name=many")
+    ids = dead_ids(first.text)
+    assert len(ids) == 50
+    nxt = re.search(r'href="(/queue\?name=many&amp;after=\d+)">next page', first.text)
+    assert nxt is not None
+    second = client.get(html.unescape(nxt.group(1)))
+    assert len(dead_ids(second.text)) == 10
+    assert set(ids).isdisjoint(dead_ids(second.text))
+
+
+def test_schedules_page_shows_next_fires(store: Store, client: Client) -> None:
+    sched = store.schedule("nightly", "0 3 * * *", "reports", {"kind": "nightly"})
+    page = client.get("/schedules")
+    assert page.status == 200
+    assert 'data-schedule="nightly"' in page.text
+    assert sched.next_fire_at.strftime("%Y-%m-%d %H:%M:%S") in page.text
+
+
+def test_charts_draw_the_samples_taken_in_memory(store: Store, dashboard: DashboardServer) -> None:
+    seed(store)
+    client = Client(dashboard)
+    page = eventually(
+        lambda: (p := client.get("/")).text.count("<polyline") >= 4 and p,
+        what="samples drawn as lines",
+    )
+    assert 'id="depth-chart"' in page.text and 'id="throughput-chart"' in page.text
+    assert "backlog change/s" in page.text
+
+
+# ------------------------------------------------------------ access rules
+
+
+def test_reading_is_open_on_localhost_but_shows_no_forms(store: Store, client: Client) -> None:
+    seed(store)
+    page = client.get("/queue?name=emails")
+    assert page.status == 200
+    assert 'name="csrf"' not in page.text
+    assert "need the dashboard&#x27;s token" in page.text
+
+
+def test_a_change_without_a_session_is_refused(store: Store, client: Client) -> None:
+    dead = seed(store)
+    answer = client.post("/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": "x"})
+    assert answer.status == 403
+    assert store.queue("emails").stats().dead == 3
+
+
+def test_the_token_link_starts_a_session_and_leaves_the_address(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    seed(store)
+    answer = client.get(f"/queue?name=emails&token={dashboard.token}")
+    assert answer.status == 303
+    assert answer.headers["Location"] == "/queue?name=emails"
+    cookie = answer.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert dashboard.token not in cookie
+    page = client.get("/queue?name=emails")
+    assert csrf_of(page.text)
+    assert dashboard.token not in page.text
+
+
+def test_a_wrong_token_starts_nothing(client: Client) -> None:
+    answer = client.get("/?token=guess")
+    assert answer.status == 403
+    assert not client.cookies
+
+
+def test_the_login_form_takes_the_token(dashboard: DashboardServer, client: Client) -> None:
+    assert client.post("/login", {"token": "nope"}).status == 403
+    answer = client.post("/login", {"token": dashboard.token, "next": "/schedules"})
+    assert answer.status == 303 and answer.headers["Location"] == "/schedules"
+    assert client.cookies
+
+
+def test_a_change_needs_this_sessions_csrf_token(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    dead = seed(store)
+    client.login(dashboard)
+    for csrf in ("", "forged"):
+        answer = client.post(
+            "/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": csrf}
+        )
+        assert answer.status == 403
+    other = Client(dashboard)
+    other.login(dashboard)
+    stolen = csrf_of(other.get("/queue?name=emails").text)
+    answer = client.post("/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": stolen})
+    assert answer.status == 403
+    assert store.queue("emails").stats().dead == 3
+
+
+def test_a_cross_site_post_is_refused(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    dead = seed(store)
+    client.login(dashboard)
+    csrf = csrf_of(client.get("/queue?name=emails").text)
+    fields: dict[str, str | list[str]] = {"name": "emails", "ids": str(dead[0]), "csrf": csrf}
+    for headers in (
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},  # a sandboxed frame, or a page that hides its origin
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        assert client.post("/queue/redrive", fields, headers).status == 403
+    assert store.queue("emails").stats().dead == 3
+
+
+def test_a_get_never_changes_anything(client: Client) -> None:
+    assert client.get("/queue/redrive?name=emails&all=1").status == 405
+    assert client.get("/queue/purge?name=emails&all=1").status == 405
+
+
+def test_the_host_header_must_name_this_dashboard(dashboard: DashboardServer) -> None:
+    client = Client(dashboard)
+    port = dashboard.port
+    assert client.get("/", Host=f"localhost:{port}").status == 200
+    assert client.get("/", Host=f"[::1]:{port}").status == 200
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}"):
+        answer = client.get("/", Host=host)
+        assert answer.status == 421, host
+        assert "alkstore" not in answer.text
+
+
+def test_read_only_shows_no_forms_and_refuses_changes(store: Store) -> None:
+    dead = seed(store)
+    with serve_dashboard(store, "127.0.0.1:0", read_only=True) as server:
+        client = Client(server)
+        client.login(server)
+        page = client.get("/queue?name=emails")
+        assert 'name="csrf"' not in page.text and "read-only" in page.text
+        answer = client.post(
+            "/queue/purge", {"name": "emails", "ids": str(dead[0]), "csrf": "x", "confirm": "1"}
+        )
+        assert answer.status == 403
+    assert store.queue("emails").stats().dead == 3
+
+
+def _call(app: DashboardApp, path: str, **environ: str) -> tuple[str, dict[str, str], str]:
+    env: dict[str, object] = {"PATH_INFO": path, **environ}
+    setup_testing_defaults(env)
+    env["HTTP_HOST"] = environ.get("HTTP_HOST", "dash.internal:8765")
+    got: dict[str, object] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        got["status"], got["headers"] = status, dict(headers)
+
+    body = b"".join(app(env, start_response)).decode()
+    return str(got["status"]), got["headers"], body  # type: ignore[return-value]
+
+
+def test_bound_beyond_localhost_every_page_needs_the_token(store: Store) -> None:
+    seed(store)
+    guard = Guard(host="0.0.0.0", token="s3cret-token", read_only=False)
+    guard.port = 8765
+    history = History(10)
+    app = DashboardApp(
+        store, guard, history, Sampler(store, history, 1.0), every_s=1.0, refresh_s=None
+    )
+    for path in ("/", "/queue", "/schedules", "/streams", "/locks"):
+        status, _, body = _call(app, path, QUERY_STRING="name=emails")
+        assert status.startswith("401"), path
+        assert "SMTP 550" not in body and "emails" not in body
+    status, headers, _ = _call(app, "/", QUERY_STRING="token=s3cret-token")
+    assert status.startswith("303")
+    cookie = headers["Set-Cookie"].split(";", 1)[0]
+    status, _, body = _call(app, "/", HTTP_COOKIE=cookie)
+    assert status.startswith("200") and "emails" in body
+    # A wildcard bind with names to answer to checks the Host against them.
+    named = Guard(host="0.0.0.0", token="t", read_only=False, allowed_hosts=["dash.internal"])
+    named.port = 8765
+    assert named.host_ok({"HTTP_HOST": "dash.internal:8765"})
+    assert not named.host_ok({"HTTP_HOST": "evil.example:8765"})
+
+
+def test_store_text_is_escaped_and_no_script_may_run(store: Store, client: Client) -> None:
+    q = store.queue(EVIL, QueueOpts(max_attempts=1))
+    q.enqueue({"html": "<img src=x onerror=alert(2)>"})
+    job = q.claim("w")
+    assert job is not None
+    job.fail('<img src=x onerror=alert(3)> "quoted"')
+    store.schedule(EVIL, "@every 1h", EVIL)
+    for path in ("/", "/queue?" + urlencode({"name": EVIL}), "/schedules"):
+        page = client.get(path)
+        assert page.status == 200, path
+        assert "<script" not in page.text and "<img" not in page.text, path
+        csp = page.headers["Content-Security-Policy"]
+        assert "default-src 'none'" in csp and "script" not in csp
+        assert page.headers["X-Frame-Options"] == "DENY"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in client.get("/").text
+
+
+# --------------------------------------------------------- redrive and purge
+
+
+def test_a_redrive_of_all_asks_first(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    seed(store)
+    client.login(dashboard)
+    csrf = csrf_of(client.get("/queue?name=emails").text)
+    page = client.post("/queue/redrive", {"name": "emails", "all": "1", "csrf": csrf})
+    assert page.status == 200
+    assert "Redrive all 3 dead jobs of queue emails?" in text_of(page.text)
+    assert 'name="confirm" value="1"' in page.text
+    assert store.queue("emails").stats().dead == 3
+
+
+def test_a_purge_always_asks_first(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    dead = seed(store)
+    client.login(dashboard)
+    csrf = csrf_of(client.get("/queue?name=emails").text)
+    page = client.post(
+        "/queue/purge", {"name": "emails", "ids": [str(dead[0]), str(dead[1])], "csrf": csrf}
+    )
+    assert page.status == 200
+    assert "Purge 2 selected dead job(s) of queue emails?" in text_of(page.text)
+    assert store.queue("emails").stats().dead == 3
+
+
+def test_nothing_selected_is_said_so(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    seed(store)
+    client.login(dashboard)
+    csrf = csrf_of(client.get("/queue?name=emails").text)
+    answer = client.post("/queue/redrive", {"name": "emails", "csrf": csrf})
+    assert answer.status == 303
+    assert "No job was selected." in client.get(answer.headers["Location"]).text
+
+
+def test_a_redrive_through_the_form_moves_the_job_back(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    dead = seed(store)
+    client.login(dashboard)
+    csrf = csrf_of(client.get("/queue?name=emails").text)
+    answer = client.post("/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": csrf})
+    assert answer.status == 303
+    page = client.get(answer.headers["Location"])
+    assert "Redrove 1 job(s) to pending." in page.text
+    assert dead_ids(page.text) == dead[1:]
+    info = store.queue("emails").get_job(dead[0])
+    assert info is not None and info.state is JobState.PENDING
+
+
+def test_confirmed_redrive_of_all_and_purge(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    dead = seed(store)
+    client.login(dashboard)
+    csrf = csrf_of(client.get("/queue?name=emails").text)
+    purged = client.post(
+        "/queue/purge", {"name": "emails", "ids": str(dead[0]), "csrf": csrf, "confirm": "1"}
+    )
+    assert purged.status == 303
+    assert store.queue("emails").get_job(dead[0]) is None
+    answer = client.post(
+        "/queue/redrive", {"name": "emails", "all": "1", "csrf": csrf, "confirm": "1"}
+    )
+    assert "Redrove 2 job(s)" in client.get(answer.headers["Location"]).text
+    assert store.queue("emails").stats().dead == 0
+
+
+def test_streams_page_shows_each_consumers_lag(store: Store, client: Client) -> None:
+    s = store.stream("orders")
+    for i in range(5):
+        s.publish({"n": i})
+    s.commit("mailer", 2)
+    page = client.get("/streams")
+    assert page.status == 200
+    assert 'data-stream="orders"' in page.text
+    assert re.search(r'data-consumer="mailer">.*?data-lag="3"', page.text, re.S)
+
+
+def test_locks_page_shows_holders_and_tokens(store: Store, client: Client) -> None:
+    lock = store.lock("backup", ttl_s=60, owner="host-a")
+    assert lock is not None
+    page = client.get("/locks")
+    assert page.status == 200
+    row = re.search(r'<tr data-lock="backup">(.*?)</tr>', page.text)
+    assert row is not None
+    assert "host-a" in row.group(1) and f">{lock.token}<" in row.group(1)
+
+
+# ------------------------------------------------------------------ samples
+
+
+def _sample(t: float, live: int, counters: dict[str, dict[tuple[str, str], float]]) -> Sample:
+    return Sample(
+        at=datetime.now(timezone.utc) + timedelta(seconds=t),
+        mono=t,
+        stats={"q": QueueStats("q", live, 0, 0, 1)},
+        counters=counters,
+    )
+
+
+def test_throughput_comes_from_counter_deltas_per_endpoint() -> None:
+    a, b = "http://a/metrics", "http://b/metrics"
+    samples = [
+        _sample(0, 10, {a: {("q", "acked"): 100}}),
+        _sample(2, 6, {a: {("q", "acked"): 110}, b: {("q", "dead"): 1}}),
+        _sample(4, 6, {a: {("q", "acked"): 4}, b: {("q", "dead"): 3}}),  # a restarted
+        _sample(6, 8, {b: {("q", "dead"): 3, ("q", "retried"): 2}}),  # a did not answer
+    ]
+    rates = throughput_series(samples, "q", scraping=True)
+    assert rates["acked/s"] == [None, 5.0, 2.0, 0.0]
+    assert rates["dead/s"] == [None, 0.0, 1.0, 0.0]
+    assert rates["retried/s"] == [None, 0.0, 0.0, 1.0]
+    assert rates["backlog change/s"] == [None, -2.0, 0.0, 1.0]
+    assert set(throughput_series(samples, None, scraping=False)) == {"backlog change/s"}
+    assert depth_series(samples, "q")["pending"] == [10, 6, 6, 8]
+    assert depth_series(samples, "absent")["dead"] == [0, 0, 0, 0]
+
+
+def test_the_dashboard_charts_finished_jobs_from_a_workers_endpoint(store: Store) -> None:
+    store.queue("q").enqueue(1)
+    with serve_worker_metrics("127.0.0.1:0") as worker:
+        with serve_dashboard(
+            store, "127.0.0.1:0", sample_every_s=0.1, scrape=[worker.url]
+        ) as server:
+            client = Client(server)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                record_finished("q", "acked")
+                page = client.get("/")
+                legend = re.search(r"acked/s ([0-9.k]+)<", page.text)
+                if legend and float(legend.group(1).rstrip("k")) > 0:
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("no acked/s rate charted")
+    assert "from the workers&#x27; metrics endpoints" in page.text
+
+
+def test_chart_scales_round_up() -> None:
+    assert [nice_ceiling(v) for v in (0, 0.3, 1, 7, 11, 240, 251)] == [1, 0.5, 1, 10, 20, 250, 500]
+    svg = line_chart("t", [4.0, 2.0, 0.0], [Series("s", "#000", [1.0, None, -3.0])])
+    assert svg.startswith("<svg") and "<circle" in svg and svg.count("<polyline") == 0
+    assert "collecting samples" in line_chart("t", [], [Series("s", "#000", [])])
+
+
+# ------------------------------------------------------------------ the command
+
+
+def test_dashboard_command_opens_no_missing_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "absent.db"
+    assert main(["--url", f"sqlite:///{missing}", "dashboard", "--bind", "127.0.0.1:0"]) == 1
+    assert capsys.readouterr().err.startswith("alkstore: error: cannot open")
+    assert not missing.exists()
+
+
+def test_dashboard_command_serves_until_sigterm(
+    engine_url: str, store: Store, background: Callable[..., Running]
+) -> None:
+    seed(store)
+    running = background("--url", engine_url, "dashboard", "--bind", "127.0.0.1:0")
+    login = running.wait_for(r"sign in with: (http://\S+)").group(1)
+    parts = urlsplit(login)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=20)
+    conn.request("GET", "/")
+    answer = conn.getresponse()
+    page = answer.read().decode()
+    conn.close()
+    assert answer.status == 200
+    assert queue_rows(page) == counts(store.queue_stats())
+    assert running.stop() == 0

@@ -1,0 +1,290 @@
+"""O-4 in a real browser: headless Chromium (Debian's ``chromium``, driven by
+Playwright; never a downloaded browser) against ``alkstore dashboard``
+serving a store that live ``alkstore worker`` processes are working on.
+
+Each page's screenshot is written to the test's temporary directory; with
+``ALKSTORE_UPDATE_SCREENSHOTS=1`` the SQLite overview and queue pages also
+replace the pictures in ``docs/img/`` that the README and the guide show.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+import alkstore
+from alkstore import EnqueueOpts, QueueOpts, Store
+
+from .conftest import Running, eventually
+
+CHROMIUM = os.environ.get("ALKSTORE_CHROMIUM", "/usr/bin/chromium")
+#: Flags for Chromium as root on a machine with no network beyond loopback.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DOCS_IMG = Path(__file__).resolve().parents[4] / "docs" / "img"
+#: The screenshots the docs show.
+DOCS_SHOTS = frozenset({"dashboard", "dashboard-queue"})
+
+if not os.path.exists(CHROMIUM):
+    if os.environ.get("CI", "").lower() == "true":
+        raise RuntimeError(f"CI needs Chromium at {CHROMIUM} (.ci/run installs it)")
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+pytestmark = pytest.mark.clause("O-4")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        # launch() gives every run a fresh, empty profile directory.
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path, engine_url: str) -> Callable[[Page, str], Path]:
+    """Save a full-page screenshot as ``<name>-<engine>.png``."""
+    engine = engine_url.partition(":")[0]
+    folder = tmp_path / "screenshots"
+    folder.mkdir()
+
+    def shoot(tab: Page, name: str) -> Path:
+        path = folder / f"{name}-{engine}.png"
+        tab.screenshot(path=str(path), full_page=True)
+        if (
+            engine == "sqlite"
+            and name in DOCS_SHOTS
+            and os.environ.get("ALKSTORE_UPDATE_SCREENSHOTS") == "1"
+        ):
+            DOCS_IMG.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, DOCS_IMG / f"{name}.png")
+        return path
+
+    return shoot
+
+
+_HOLD = textwrap.dedent(
+    """
+    import os, time
+
+    def hold(job):
+        # Keeps its claim (heartbeated by the worker) until the test is done.
+        while not os.path.exists(os.environ["RELEASE_FILE"]):
+            time.sleep(0.05)
+    """
+)
+
+
+@dataclass
+class Scene:
+    store: Store
+    dead: list[int]
+    login_url: str
+
+
+@pytest.fixture
+def scene(engine_url: str, tmp_path: Path, background: Callable[..., Running]) -> Iterator[Scene]:
+    """A store with queued, scheduled, running and dead jobs; two live
+    workers holding claims; a dashboard sampling it every 0.25 s."""
+    release = tmp_path / "release"
+    (tmp_path / "hold.py").write_text(_HOLD)
+    store = alkstore.open(engine_url)
+    try:
+        emails = store.queue("emails", QueueOpts(max_attempts=1))
+        emails.enqueue_many([{"to": f"user{i}@example.com"} for i in range(24)])
+        dead = []
+        for i, error in enumerate(
+            [
+                "SMTPRecipientsRefused: <ann@example.com> mailbox unavailable",
+                "TimeoutError: smtp.example.com:587 did not answer in 30 s",
+                "ValueError: template 'welcome' has no field 'first_name'",
+            ]
+        ):
+            job = emails.claim(f"setup-{i}")
+            assert job is not None
+            job.fail(error)
+            dead.append(job.id)
+        emails.enqueue({"to": "later@example.com"}, EnqueueOpts(delay_s=3600))
+        reports = store.queue("reports")
+        reports.enqueue_many([{"report": n} for n in ("daily", "weekly", "usage")])
+        store.schedule("nightly-report", "0 3 * * *", "reports", {"report": "daily"})
+        store.schedule("cleanup", "@every 1h", "maintenance", {"task": "sweep"})
+        env = {"RELEASE_FILE": str(release)}
+        for queue, n in (("emails", "2"), ("reports", "1")):
+            background(
+                "--url", engine_url, "worker", "hold:hold", "--queue", queue,
+                "--concurrency", n, "--grace", "0.5", "--log-level", "warning", env=env,
+            )  # fmt: skip
+
+        def workers_busy() -> bool:
+            stats = {s.queue: s for s in store.queue_stats()}
+            return stats["emails"].processing == 2 and stats["reports"].processing == 1
+
+        eventually(workers_busy, what="the workers hold their claims")
+        dashboard = background(
+            "--url", engine_url, "dashboard", "--bind", "127.0.0.1:0", "--sample-every", "0.25",
+            "--log-level", "warning",
+        )  # fmt: skip
+        login = dashboard.wait_for(r"sign in with: (http://\S+)").group(1)
+        # Some traffic while the charts sample, then quiet for the comparisons.
+        for burst in range(6):
+            emails.enqueue_many([{"to": f"burst{burst}-{i}@example.com"} for i in range(3)])
+            time.sleep(0.3)
+        time.sleep(0.6)
+        yield Scene(store, dead, login)
+    finally:
+        release.touch()
+        store.close()
+
+
+def table_counts(tab: Page) -> dict[str, dict[str, int]]:
+    """The overview table as the browser shows it."""
+    found: dict[str, dict[str, int]] = {}
+    for row in tab.locator("#queues tbody tr").all():
+        name = row.get_attribute("data-queue") or ""
+        found[name] = {
+            cell.get_attribute("data-state") or "": int(cell.inner_text().replace(",", ""))
+            for cell in row.locator("td[data-state]").all()
+        }
+    return found
+
+
+def stats_counts(store: Store) -> dict[str, dict[str, int]]:
+    return {
+        s.queue: {
+            "pending": s.pending,
+            "scheduled": s.scheduled,
+            "processing": s.processing,
+            "dead": s.dead,
+        }
+        for s in store.queue_stats()
+    }
+
+
+def test_the_pages_show_what_queue_stats_says(
+    scene: Scene,
+    page: Page,
+    shots: Callable[[Page, str], Path],
+) -> None:
+    page.goto(scene.login_url)
+    assert page.url.endswith("/") and "token=" not in page.url
+
+    def agree() -> bool:
+        page.reload()
+        return table_counts(page) == stats_counts(scene.store)
+
+    eventually(agree, timeout_s=10, what="the page agrees with queue_stats()")
+    expected = stats_counts(scene.store)
+    assert expected["emails"]["processing"] == 2 and expected["emails"]["dead"] == 3
+    totals = {
+        k: int(page.locator(f'[data-total="{k}"] b').inner_text().replace(",", ""))
+        for k in ("pending", "scheduled", "processing", "dead")
+    }
+    assert totals == {k: sum(q[k] for q in expected.values()) for k in totals}
+    assert page.locator("#depth-chart polyline").count() >= 4
+    assert page.locator("#throughput-chart polyline").count() >= 1
+    shots(page, "dashboard")
+
+    page.get_by_role("link", name="emails", exact=True).click()
+    page.wait_for_url("**/queue?name=emails")
+    rows = page.locator("#dead tbody tr")
+    assert [int(r.get_attribute("data-job") or 0) for r in rows.all()] == scene.dead
+    assert page.get_by_text("did not answer in 30 s").is_visible()
+    kpi = page.locator('.kpi[data-state="processing"] b').inner_text()
+    assert int(kpi) == 2
+    assert page.locator("button[data-redrive]").count() == 3  # signed in: actions offered
+    shots(page, "dashboard-queue")
+
+    page.get_by_role("link", name="Schedules").click()
+    page.wait_for_url("**/schedules")
+    next_fire = {s.name: s.next_fire_at for s in scene.store.schedules()}
+    for name, at in next_fire.items():
+        row = page.locator(f'tr[data-schedule="{name}"]')
+        assert at.strftime("%Y-%m-%d %H:%M:%S") in row.inner_text()
+    shots(page, "dashboard-schedules")
+
+
+def test_a_page_without_the_token_offers_no_changes(scene: Scene, page: Page) -> None:
+    page.goto(scene.login_url.split("?", 1)[0] + "queue?name=emails")
+    assert page.locator("#dead tbody tr").count() == 3
+    assert page.locator("button[data-redrive]").count() == 0
+    assert page.get_by_text("need the dashboard's token").is_visible()
+
+
+def test_a_dead_job_redriven_through_the_page_leaves_the_dead_list(
+    scene: Scene,
+    page: Page,
+    shots: Callable[[Page, str], Path],
+) -> None:
+    page.goto(scene.login_url)
+    page.goto(page.url + "queue?name=emails")
+    target = scene.dead[1]
+    with page.expect_navigation():
+        page.locator(f'button[data-redrive="{target}"]').click()
+    flash = page.locator(".flash")
+    assert flash.count() == 1 and "Redrove 1 job(s)" in flash.inner_text(timeout=3_000)
+    assert page.locator(f'tr[data-job="{target}"]').count() == 0
+    assert [s.dead for s in scene.store.queue_stats() if s.queue == "emails"] == [2]
+    shots(page, "dashboard-redriven")
+
+    with page.expect_navigation():
+        page.locator("#redrive-all").click()
+    assert "Redrive all 2 dead jobs" in page.locator("h1").inner_text(timeout=3_000)
+    with page.expect_navigation():
+        page.locator("#confirm").click()
+    assert page.locator("#dead tbody tr").count() == 0
+    assert [s.dead for s in scene.store.queue_stats() if s.queue == "emails"] == [0]
+
+
+def test_streams_and_locks_pages(
+    scene: Scene,
+    page: Page,
+    shots: Callable[[Page, str], Path],
+) -> None:
+    orders = scene.store.stream("orders")
+    for n in range(7):
+        orders.publish({"order": n}, key=f"o{n}")
+    orders.commit("mailer", 5)
+    orders.commit("ledger", 7)
+    lock = scene.store.lock("nightly-backup", ttl_s=300, owner="host-a:4242")
+    assert lock is not None
+    page.goto(scene.login_url)
+    page.get_by_role("link", name="Streams").click()
+    page.wait_for_url("**/streams")
+    lag = page.locator('[data-stream="orders"] tr[data-consumer="mailer"] td[data-lag]')
+    assert lag.inner_text(timeout=3_000) == "2"
+    shots(page, "dashboard-streams")
+    page.get_by_role("link", name="Locks").click()
+    page.wait_for_url("**/locks")
+    row = page.locator('tr[data-lock="nightly-backup"]').inner_text(timeout=3_000)
+    assert "host-a:4242" in row and str(lock.token) in row
+    shots(page, "dashboard-locks")
