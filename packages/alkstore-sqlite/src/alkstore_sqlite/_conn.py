@@ -42,7 +42,7 @@ class ConnectionPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def _get(self) -> sqlite3.Connection:
+    def get(self) -> sqlite3.Connection:
         with self._lock:
             if self._closed:
                 raise StoreClosed("the store was closed")
@@ -50,7 +50,7 @@ class ConnectionPool:
                 return self._idle.pop()
         return connect(self._path, self._busy_timeout_s, self._synchronous)
 
-    def _put(self, conn: sqlite3.Connection) -> None:
+    def put(self, conn: sqlite3.Connection) -> None:
         if conn.in_transaction:
             # Only after a failure that left the transaction open.
             try:
@@ -66,11 +66,11 @@ class ConnectionPool:
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
-        conn = self._get()
+        conn = self.get()
         try:
             yield conn
         finally:
-            self._put(conn)
+            self.put(conn)
 
     def close(self) -> None:
         with self._lock:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 # ----------------------------------------------------------------------- schema
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 
 META_TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__alkstore_meta'"
 GET_VERSION = "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'"
@@ -130,6 +130,60 @@ MIGRATIONS: dict[int, list[str]] = {
         """CREATE INDEX IF NOT EXISTS __alkstore_schedules_next
             ON __alkstore_schedules (next_fire_at)""",
     ],
+    # Version 2: claim numbers that survive redrives (Q-4, Q-21), unique keys
+    # (Q-23), groups (Q-25), the trace context (O-2), rate limits (R-1).
+    2: [
+        "ALTER TABLE __alkstore_jobs ADD COLUMN claims INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE __alkstore_jobs ADD COLUMN unique_key TEXT",
+        "ALTER TABLE __alkstore_jobs ADD COLUMN grp TEXT",
+        "ALTER TABLE __alkstore_jobs ADD COLUMN group_limit INTEGER",
+        "ALTER TABLE __alkstore_jobs ADD COLUMN parked INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE __alkstore_jobs ADD COLUMN trace_context TEXT",
+        "UPDATE __alkstore_jobs SET claims = attempts",
+        "ALTER TABLE __alkstore_dead ADD COLUMN claims INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE __alkstore_dead ADD COLUMN unique_key TEXT",
+        "ALTER TABLE __alkstore_dead ADD COLUMN grp TEXT",
+        "ALTER TABLE __alkstore_dead ADD COLUMN group_limit INTEGER",
+        "ALTER TABLE __alkstore_dead ADD COLUMN trace_context TEXT",
+        "UPDATE __alkstore_dead SET claims = attempts",
+        # Parked rows (a group at its limit, Q-25) are not claimable: they
+        # leave the claim and ready indexes and wait in the group index.
+        "DROP INDEX IF EXISTS __alkstore_jobs_claim",
+        """CREATE INDEX __alkstore_jobs_claim
+            ON __alkstore_jobs (queue, priority DESC, ready_at, id)
+            WHERE attempts < max_attempts AND parked = 0""",
+        # The claim index answers "is anything ready, and when" too (per
+        # priority level, see NEXT_READY); a second index on the moving key
+        # cost every enqueue and claim two more pages (docs/adr/0002).
+        "DROP INDEX IF EXISTS __alkstore_jobs_ready",
+        """CREATE INDEX IF NOT EXISTS __alkstore_jobs_parked
+            ON __alkstore_jobs (queue) WHERE parked = 1""",
+        # A group's rows by parked-ness, each in claim order: the holders of
+        # its slots (parked = 0) are counted on at most group_limit entries,
+        # the next to unpark is one probe (Q-25, docs/adr/0014).
+        """CREATE INDEX IF NOT EXISTS __alkstore_jobs_group
+            ON __alkstore_jobs (queue, grp, parked, priority DESC, ready_at, id)
+            WHERE grp IS NOT NULL""",
+        """CREATE UNIQUE INDEX IF NOT EXISTS __alkstore_jobs_unique
+            ON __alkstore_jobs (queue, unique_key) WHERE unique_key IS NOT NULL""",
+        "CREATE INDEX IF NOT EXISTS __alkstore_dead_died ON __alkstore_dead (queue, died_at)",
+        # GCRA: one row per limiter; tat is the theoretical arrival time in
+        # microseconds (REAL: an interval need not be whole microseconds).
+        """CREATE TABLE IF NOT EXISTS __alkstore_rate_limits (
+            name TEXT PRIMARY KEY,
+            tat REAL NOT NULL,
+            granted INTEGER NOT NULL DEFAULT 1
+        ) WITHOUT ROWID""",
+    ],
+    # Version 3: a limited group's waiting slot holders by expiry, so that a
+    # claim finds one that expired (it can never run, yet holds a slot) with
+    # one probe (Q-25, docs/adr/0014).
+    3: [
+        """CREATE INDEX IF NOT EXISTS __alkstore_jobs_group_expiry
+            ON __alkstore_jobs (queue, expires_at)
+            WHERE grp IS NOT NULL AND parked = 0 AND state = 'pending'
+              AND expires_at IS NOT NULL""",
+    ],
 }
 
 # ------------------------------------------------------------------------ queue
@@ -137,7 +191,7 @@ MIGRATIONS: dict[int, list[str]] = {
 _JOB_COLUMNS = (
     "id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id, "
     "attempts, max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, "
-    "expires_at"
+    "expires_at, claims, unique_key, grp, group_limit, trace_context"
 )
 # Moving a row to dead stamps died_at and, with a retention, purge_at (Q-16).
 _TO_DEAD = (
@@ -148,37 +202,137 @@ _TO_DEAD = (
     "FROM __alkstore_jobs "
 )
 
-ENQUEUE = """
-INSERT INTO __alkstore_jobs (
+_INSERT_COLUMNS = """
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
-    visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at)
+    visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
+    unique_key, grp, group_limit, parked, trace_context"""
+
+ENQUEUE = f"""
+INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 VALUES (:queue, 'pending', :payload, :priority, :run_at, :run_at, :now, :max_attempts,
-    :vt, :backoff, :retention, :expires_at)
+    :vt, :backoff, :retention, :expires_at, :key, :grp, :group_limit, :parked, :trace)
 RETURNING id
 """
+# A unique key a live job holds already: nothing is written (Q-23).
+ENQUEUE_UNIQUE = ENQUEUE.replace("INSERT INTO", "INSERT OR IGNORE INTO")
 
-# One statement for a whole batch: the payloads arrive as one JSON array of
-# already-encoded texts, inserted in array order.
-ENQUEUE_MANY = """
-INSERT INTO __alkstore_jobs (
-    queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
-    visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at)
-SELECT :queue, 'pending', value, :priority, :run_at, :run_at, :now, :max_attempts,
-    :vt, :backoff, :retention, :expires_at
-FROM json_each(:payloads) ORDER BY key
-RETURNING id
+# One statement for a whole batch: the payloads (and keys) arrive as one JSON
+# array of [payload text, key] pairs, inserted in array order.
+ENQUEUE_MANY = f"""
+INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
+SELECT :queue, 'pending', json_extract(value, '$[0]'), :priority, :run_at, :run_at, :now,
+    :max_attempts, :vt, :backoff, :retention, :expires_at, json_extract(value, '$[1]'),
+    :grp, :group_limit, :parked, :trace
+FROM json_each(:items) ORDER BY key
+RETURNING id, unique_key
+"""
+ENQUEUE_MANY_UNIQUE = ENQUEUE_MANY.replace("INSERT INTO", "INSERT OR IGNORE INTO")
+
+# The live job holding each key (after an insert that ignored some).
+KEY_HOLDERS = """
+SELECT unique_key, id FROM __alkstore_jobs
+WHERE queue = :queue AND unique_key IN (SELECT value FROM json_each(:keys))
 """
 
-# Read-only: is anything claimable, or is a lapsed claim waiting to be
-# dead-lettered? Lets an idle claimer go back to sleep without the write lock.
-CLAIM_PRECHECK = """
+# Q-23: a key held by a job that can never run again (past expires_at, or a
+# lapsed claim with no budget) is freed first: that job goes to dead.
+_CANNOT_RUN = """
+((expires_at IS NOT NULL AND expires_at <= :now)
+ OR (attempts >= max_attempts AND state = 'processing' AND ready_at <= :now))"""
+# Each goes to dead with the error the sweep or a claim would have given it:
+# "expired" past expires_at (Q-15), else "max attempts exceeded" (Q-12).
+STALE_KEYS_TO_DEAD = (
+    _TO_DEAD.replace(
+        ":error,",
+        "CASE WHEN expires_at IS NOT NULL AND expires_at <= :now THEN 'expired' "
+        "ELSE 'max attempts exceeded' END,",
+        1,
+    )
+    + "WHERE queue = :queue AND unique_key IN (SELECT value FROM json_each(:keys)) AND "
+    + _CANNOT_RUN
+)
+STALE_KEYS_DELETE = (
+    "DELETE FROM __alkstore_jobs WHERE queue = :queue "
+    "AND unique_key IN (SELECT value FROM json_each(:keys)) AND "
+    + _CANNOT_RUN
+    + " RETURNING id, grp"
+)
+
+# Q-24: unfinished jobs of a queue, reading at most :n index entries. Live
+# rows fall into exactly one of three partial indexes: claimable-or-claimed
+# with budget left, at budget (the last attempt), parked in a group. Rows
+# that can never run again are moved to dead before counting.
+COUNT_UNFINISHED = """
+WITH a(n) AS (
+    SELECT count(*) FROM (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
+                          WHERE queue = :queue AND attempts < max_attempts AND parked = 0
+                          LIMIT :n)),
+b(n) AS (
+    SELECT a.n + (SELECT count(*) FROM (
+        SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted
+        WHERE queue = :queue AND attempts >= max_attempts LIMIT (SELECT :n - n FROM a)))
+    FROM a)
+SELECT b.n + (SELECT count(*) FROM (
+    SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_parked
+    WHERE queue = :queue AND parked = 1 LIMIT (SELECT :n - n FROM b)))
+FROM b
+"""
+# Expired rows of a queue, on the expires index (for the bounded count).
+EXPIRED_ANY = """
+SELECT EXISTS (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_expires
+               WHERE queue = :queue AND expires_at IS NOT NULL AND expires_at <= :now)
+"""
+
+# The earliest ready_at of a claimable, unexpired row: per priority level on
+# the claim index (see NEXT_READY).
+_EARLIEST_READY = """(
+WITH RECURSIVE level(p) AS (
+    SELECT (SELECT priority FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
+            WHERE queue = :queue AND attempts < max_attempts AND parked = 0
+            ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT priority FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
+            WHERE queue = :queue AND attempts < max_attempts AND parked = 0 AND priority < level.p
+            ORDER BY priority DESC LIMIT 1)
+    FROM level WHERE level.p IS NOT NULL)
+SELECT MIN((SELECT ready_at FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
+            WHERE queue = :queue AND attempts < max_attempts AND parked = 0
+              AND priority = level.p AND (expires_at IS NULL OR expires_at > :now)
+            ORDER BY ready_at LIMIT 1))
+FROM level WHERE level.p IS NOT NULL)"""
+
+# Q-25: a waiting row of a limited group that expired holds a slot it can
+# never use; a claim moves it to dead so the group's next row gets the slot.
+_GROUP_EXPIRED = """
+SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_group_expiry
+WHERE queue = :queue AND grp IS NOT NULL AND parked = 0 AND state = 'pending'
+  AND expires_at IS NOT NULL AND expires_at <= :now"""
+
+# Is anything claimable, or a lapsed claim waiting to be dead-lettered, or an
+# expired row holding a group's slot? A pure read: an idle claimer goes back
+# to sleep without the write lock.
+CLAIM_PRECHECK = f"""
 SELECT
-  EXISTS (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_ready
-          WHERE queue = :queue AND attempts < max_attempts AND ready_at <= :now
-            AND (expires_at IS NULL OR expires_at > :now)),
+  coalesce({_EARLIEST_READY} <= :now, 0),
   EXISTS (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted
           WHERE queue = :queue AND attempts >= max_attempts AND ready_at <= :now)
+  OR EXISTS ({_GROUP_EXPIRED})
 """
+# What a claim must clear first: exhausted lapsed claims (Q-12), expired
+# holders of group slots (Q-25). One probe of an index each.
+EXHAUSTED_ANY = f"""
+SELECT EXISTS (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted
+               WHERE queue = :queue AND attempts >= max_attempts AND ready_at <= :now),
+       EXISTS ({_GROUP_EXPIRED})
+"""
+GROUP_EXPIRED_TO_DEAD = (
+    _TO_DEAD + "WHERE id IN (" + _GROUP_EXPIRED.replace("SELECT 1", "SELECT id", 1) + ")"
+)
+GROUP_EXPIRED_DELETE = (
+    "DELETE FROM __alkstore_jobs WHERE id IN ("
+    + _GROUP_EXPIRED.replace("SELECT 1", "SELECT id", 1)
+    + ") RETURNING id, grp"
+)
 
 # Q-12: lapsed claims with no budget left go to dead.
 EXHAUSTED_TO_DEAD = (
@@ -188,53 +342,97 @@ EXHAUSTED_TO_DEAD = (
 EXHAUSTED_DELETE = """
 DELETE FROM __alkstore_jobs
 WHERE queue = :queue AND attempts >= max_attempts AND ready_at <= :now AND state = 'processing'
+RETURNING id, grp
 """
 
-# The claim: one statement walking the claim index in order (no sort).
-# run_at = ready_at records, for a reclaim, when the lapsed claim became
-# ready again (for a pending row the two are equal); it also gives the claim
-# order of the returned rows.
-CLAIM = """
+# The claim walks the claim index one priority level at a time (no sort).
+# Rows that cannot be claimed now (in flight, scheduled) sit in the index
+# beside the ready ones; a single walk in (priority, ready_at) order would
+# step over every such row of a higher priority than the first ready one
+# (the claims holding a group's slots, Q-25, are exactly that). Within one
+# level they sort after the ready rows, so each level costs one range seek,
+# and the next level below is one more seek (C-8). CLAIM takes the top
+# level; CLAIM_AT a given one, which the engine walks down with
+# NEXT_PRIORITY while the claim wants more.
+#
+# run_at = ready_at records when the row became ready (for a reclaim: when
+# its lapsed claim did), which also gives the claim order of the rows and
+# the queue time (O-1); release puts it back (Q-26).
+_CLAIMABLE = "queue = :queue AND attempts < max_attempts AND parked = 0"
+TOP_PRIORITY = f"""
+SELECT priority FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
+WHERE {_CLAIMABLE}
+ORDER BY priority DESC LIMIT 1"""
+NEXT_PRIORITY = f"""
+SELECT priority FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
+WHERE {_CLAIMABLE} AND priority < :p
+ORDER BY priority DESC LIMIT 1"""
+_CLAIM_PICK = f"""
+SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
+WHERE {_CLAIMABLE} AND priority = ({TOP_PRIORITY}) AND ready_at <= :now
+  AND (expires_at IS NULL OR expires_at > :now)
+ORDER BY priority DESC, ready_at, id
+LIMIT :n"""
+_CLAIM_UPDATE = """
 UPDATE __alkstore_jobs
 SET state = 'processing',
     attempts = attempts + 1,
+    claims = claims + 1,
     claimed_at = :now,
     run_at = ready_at,
     deadline = :now + CAST(visibility_timeout_s * 1000000 AS INTEGER),
     ready_at = :now + CAST(visibility_timeout_s * 1000000 AS INTEGER),
     worker_id = :worker
-WHERE id IN (
-    SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-    WHERE queue = :queue AND attempts < max_attempts AND ready_at <= :now
-      AND (expires_at IS NULL OR expires_at > :now)
-    ORDER BY priority DESC, ready_at, id
-    LIMIT :n)
-RETURNING id, payload, attempts, max_attempts, priority, run_at, deadline,
-    visibility_timeout_s, backoff_base_s
+WHERE id IN ({pick})
+RETURNING id, queue, payload, attempts, claims, max_attempts, priority, run_at, claimed_at,
+    deadline, visibility_timeout_s, backoff_base_s, grp, trace_context
 """
-
+CLAIM = _CLAIM_UPDATE.format(pick=_CLAIM_PICK)
+CLAIM_AT = _CLAIM_UPDATE.format(pick=_CLAIM_PICK.replace(f"({TOP_PRIORITY})", ":p", 1))
+#: Where the priority sits in a claimed row (CLAIM's RETURNING).
+CLAIM_PRIORITY_COLUMN = 6
+# The top level's claim as one autocommit statement, carrying whether the
+# queue holds anything a claim must clear (index probes evaluated once per
+# statement): lapsed claims with no budget left (Q-12), expired holders of
+# group slots (Q-25). Only then does a second write clear them.
+CLAIM_FLAGGED = (
+    CLAIM.rstrip()
+    + f""",
+    (SELECT EXISTS (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted
+                    WHERE queue = :queue AND attempts >= max_attempts AND ready_at <= :now)
+            OR EXISTS ({_GROUP_EXPIRED}))
+"""
+)
 # The claim's inner SELECT, for EXPLAIN QUERY PLAN checks.
-CLAIM_SELECT = """
-SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-WHERE queue = :queue AND attempts < max_attempts AND ready_at <= :now
-  AND (expires_at IS NULL OR expires_at > :now)
-ORDER BY priority DESC, ready_at, id
-LIMIT :n
-"""
+CLAIM_SELECT = _CLAIM_PICK
 
 # When the earliest claimable, unexpired row is (or was) ready. Not limited
 # to the future: a row that turned ready after the last attempt must end the
 # wait at once, not at the next wake.
-NEXT_READY = """
-SELECT MIN(ready_at) FROM __alkstore_jobs INDEXED BY __alkstore_jobs_ready
-WHERE queue = :queue AND attempts < max_attempts
-  AND (expires_at IS NULL OR expires_at > :now)
+# On the claim index, one priority level at a time: the levels are found by
+# skipping from one to the next (a probe each), and within a level the
+# earliest ready row is the first entry. O(levels · log n), never a walk over
+# the rows in flight. The second column: when the next waiting holder of a
+# group's slot expires (Q-25), which may hand its slot to a parked row.
+NEXT_READY = f"""
+SELECT {_EARLIEST_READY},
+       (SELECT MIN(expires_at) FROM __alkstore_jobs INDEXED BY __alkstore_jobs_group_expiry
+        WHERE queue = :queue AND grp IS NOT NULL AND parked = 0 AND state = 'pending'
+          AND expires_at IS NOT NULL AND expires_at > :now)
 """
 
-# Fencing: (id, attempts), still processing, deadline not passed (Q-4, Q-7).
-_FENCE = "id = :id AND attempts = :attempt AND state = 'processing' AND deadline > :now"
+# Fencing: (id, claim number), still processing, deadline not passed (Q-4, Q-7).
+_FENCE = "id = :id AND claims = :claim AND state = 'processing' AND deadline > :now"
 
-ACK = f"DELETE FROM __alkstore_jobs WHERE {_FENCE}"
+ACK = f"DELETE FROM __alkstore_jobs WHERE {_FENCE} RETURNING queue, grp"
+# Many fences in one statement: a JSON array of [id, claim] pairs.
+ACK_MANY = """
+DELETE FROM __alkstore_jobs
+WHERE (id, claims) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                       FROM json_each(:fences))
+  AND state = 'processing' AND deadline > :now
+RETURNING id, claims, queue, grp
+"""
 
 HEARTBEAT = f"""
 UPDATE __alkstore_jobs SET deadline = :deadline, ready_at = :deadline
@@ -246,12 +444,21 @@ RETRY_PENDING = f"""
 UPDATE __alkstore_jobs
 SET state = 'pending', run_at = :run_at, ready_at = :run_at, deadline = NULL
 WHERE {_FENCE} AND attempts < max_attempts
+RETURNING queue, grp
+"""
+
+# Q-26: back where it stood in claim order, the attempt not counted.
+RELEASE = f"""
+UPDATE __alkstore_jobs
+SET state = 'pending', attempts = attempts - 1, ready_at = run_at, deadline = NULL
+WHERE {_FENCE}
+RETURNING grp
 """
 
 FENCED_TO_DEAD = _TO_DEAD + f"WHERE {_FENCE}"
-DELETE_BY_ID = "DELETE FROM __alkstore_jobs WHERE id = :id"
+DELETE_BY_ID = "DELETE FROM __alkstore_jobs WHERE id = :id RETURNING queue, grp"
 
-CANCEL = "DELETE FROM __alkstore_jobs WHERE id = :id AND queue = :queue"
+CANCEL = "DELETE FROM __alkstore_jobs WHERE id = :id AND queue = :queue RETURNING queue, grp"
 
 _INFO_LIVE = f"""
 SELECT {_JOB_COLUMNS}, state, NULL AS last_error, NULL AS died_at
@@ -283,27 +490,90 @@ SELECT
   (SELECT COUNT(*) FROM __alkstore_jobs
    WHERE queue = :queue AND state = 'pending' AND run_at > :now),
   (SELECT COUNT(*) FROM __alkstore_jobs WHERE queue = :queue AND state = 'processing'),
-  (SELECT COUNT(*) FROM __alkstore_dead WHERE queue = :queue)
+  (SELECT COUNT(*) FROM __alkstore_dead WHERE queue = :queue),
+  (SELECT MIN(run_at) FROM __alkstore_jobs
+   WHERE queue = :queue AND state = 'pending' AND run_at <= :now)
 """
 
 QUEUE_STATS = """
-SELECT queue, SUM(pending), SUM(scheduled), SUM(processing), SUM(dead) FROM (
+SELECT queue, SUM(pending), SUM(scheduled), SUM(processing), SUM(dead), MIN(oldest) FROM (
   SELECT queue,
          SUM(state = 'pending' AND run_at <= :now) AS pending,
          SUM(state = 'pending' AND run_at > :now) AS scheduled,
          SUM(state = 'processing') AS processing,
-         0 AS dead
+         0 AS dead,
+         MIN(CASE WHEN state = 'pending' AND run_at <= :now THEN run_at END) AS oldest
   FROM __alkstore_jobs GROUP BY queue
   UNION ALL
-  SELECT queue, 0, 0, 0, COUNT(*) FROM __alkstore_dead GROUP BY queue
+  SELECT queue, 0, 0, 0, COUNT(*), NULL FROM __alkstore_dead GROUP BY queue
 ) GROUP BY queue ORDER BY queue
 """
 
 # Q-15: every row past expires_at, pending or processing.
 EXPIRED_TO_DEAD = _TO_DEAD + "WHERE queue = :queue AND expires_at <= :now"
-EXPIRED_DELETE = "DELETE FROM __alkstore_jobs WHERE queue = :queue AND expires_at <= :now"
+EXPIRED_DELETE = (
+    "DELETE FROM __alkstore_jobs WHERE queue = :queue AND expires_at <= :now RETURNING id, grp"
+)
 # Q-16: dead rows past their retention.
-PURGE_DEAD = "DELETE FROM __alkstore_dead WHERE queue = :queue AND purge_at <= :now"
+PURGE_RETAINED = "DELETE FROM __alkstore_dead WHERE queue = :queue AND purge_at <= :now"
+
+# Q-21: dead rows back to pending, same id, a fresh budget; a unique key a
+# live job holds keeps its row dead (OR IGNORE). :ids is a JSON array, or
+# NULL for every dead job of the queue.
+REDRIVE = """
+INSERT OR IGNORE INTO __alkstore_jobs (
+    id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
+    max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
+    unique_key, grp, group_limit, parked, trace_context)
+SELECT id, queue, 'pending', payload, priority, :now, :now, created_at, 0, claims,
+    max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
+    unique_key, grp, group_limit, 0, trace_context
+FROM __alkstore_dead
+WHERE queue = :queue AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
+ORDER BY id
+RETURNING id, grp
+"""
+DELETE_DEAD_IDS = "DELETE FROM __alkstore_dead WHERE id IN (SELECT value FROM json_each(:ids))"
+
+# Q-22: the given ids, or all, that died at or before :cutoff (or any time).
+PURGE_DEAD = """
+DELETE FROM __alkstore_dead
+WHERE queue = :queue
+  AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
+  AND (:cutoff IS NULL OR died_at <= :cutoff)
+"""
+
+# Q-25: a group's slots. Its holders are its claimed rows and its unparked
+# pending rows; a parked row waits for a slot and cannot be claimed.
+GROUP_HOLDERS = """
+SELECT count(*) FROM (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_group
+                      WHERE queue = :queue AND grp = :grp AND parked = 0 LIMIT :n)
+"""
+GROUP_BEST_PARKED = """
+SELECT id, priority, ready_at, group_limit FROM __alkstore_jobs INDEXED BY __alkstore_jobs_group
+WHERE queue = :queue AND grp = :grp AND parked = 1
+ORDER BY priority DESC, ready_at, id LIMIT 1
+"""
+GROUP_WORST_WAITING = """
+SELECT id, priority, ready_at, group_limit FROM __alkstore_jobs INDEXED BY __alkstore_jobs_group
+WHERE queue = :queue AND grp = :grp AND parked = 0 AND state = 'pending'
+ORDER BY priority ASC, ready_at DESC, id DESC LIMIT 1
+"""
+# A slot goes to a row that can be claimed now before one that waits (a
+# delay, a retry's backoff): the best parked row that is ready, and the
+# worst holder that is not. The first walks past the group's parked rows of
+# higher priority that are not ready; the second reads at most limit entries.
+GROUP_BEST_PARKED_READY = GROUP_BEST_PARKED.replace(
+    "AND parked = 1", "AND parked = 1 AND ready_at <= :now", 1
+)
+GROUP_WORST_WAITING_LATER = GROUP_WORST_WAITING.replace(
+    "AND state = 'pending'", "AND state = 'pending' AND ready_at > :now", 1
+)
+SET_PARKED = "UPDATE __alkstore_jobs SET parked = :parked WHERE id = :id"
+PARK_NEW = """
+UPDATE __alkstore_jobs SET parked = 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND group_limit IS NOT NULL
+"""
 
 # ---------------------------------------------------------------------- streams
 
@@ -332,6 +602,12 @@ GET_OFFSET = """
 SELECT seq FROM __alkstore_consumers WHERE stream = :stream AND consumer = :consumer
 """
 TRIM = "DELETE FROM __alkstore_events WHERE stream = :stream AND seq < :before"
+STREAM_STATS = """
+SELECT s.name, s.last_seq,
+    (SELECT COUNT(*) FROM __alkstore_events e WHERE e.stream = s.name)
+FROM __alkstore_streams s ORDER BY s.name
+"""
+CONSUMERS = "SELECT stream, consumer, seq FROM __alkstore_consumers ORDER BY stream, consumer"
 
 # ------------------------------------------------------------------------ locks
 
@@ -354,12 +630,37 @@ RENEW_LOCK = f"""
 UPDATE __alkstore_locks SET expires_at = :expires_at WHERE {_LOCK_FENCE} RETURNING expires_at
 """
 RELEASE_LOCK = f"UPDATE __alkstore_locks SET owner = NULL, expires_at = 0 WHERE {_LOCK_FENCE}"
+HELD_LOCKS = """
+SELECT name, owner, token, expires_at FROM __alkstore_locks
+WHERE owner IS NOT NULL AND expires_at > :now ORDER BY name
+"""
+
+# ------------------------------------------------------------------ rate limits
+
+# GCRA (R-1) in one statement: take :cost (n * interval) when the arrival
+# time, moved past now, stays within :burst_t (burst * interval) of now.
+# The row always comes back, with whether the units were granted (both SET
+# expressions see the row as it was).
+ACQUIRE_RATE = """
+INSERT INTO __alkstore_rate_limits (name, tat, granted) VALUES (:name, :now + :cost, 1)
+ON CONFLICT (name) DO UPDATE SET
+    tat = CASE WHEN max(tat, :now) + :cost - :burst_t <= :now
+               THEN max(tat, :now) + :cost ELSE tat END,
+    granted = max(tat, :now) + :cost - :burst_t <= :now
+RETURNING tat, granted
+"""
+RATE_TAT = "SELECT tat FROM __alkstore_rate_limits WHERE name = :name"
+SET_RATE_TAT = """
+INSERT INTO __alkstore_rate_limits (name, tat) VALUES (:name, :tat)
+ON CONFLICT (name) DO UPDATE SET tat = excluded.tat
+"""
 
 # ---------------------------------------------------------------- notifications
 
 NOTIFY = """
 INSERT INTO __alkstore_notifications (channel, payload, created_at)
 VALUES (:channel, :payload, :now)
+RETURNING id
 """
 LAST_NOTIFICATION = "SELECT COALESCE(MAX(id), 0) FROM __alkstore_notifications"
 NOTIFICATIONS_AFTER = """
@@ -369,34 +670,35 @@ NOTIFICATIONS_EXCESS = """
 SELECT EXISTS (SELECT 1 FROM __alkstore_notifications
                WHERE id <= (SELECT COALESCE(MAX(id), 0) FROM __alkstore_notifications) - :cap)
 """
-# N-3: keep the newest :cap rows.
+# N-3, EN-1: keep the newest :cap rows.
 PRUNE_NOTIFICATIONS = """
 DELETE FROM __alkstore_notifications
 WHERE id <= (SELECT COALESCE(MAX(id), 0) FROM __alkstore_notifications) - :cap
 """
+PRUNE_NOTIFICATIONS_BELOW = "DELETE FROM __alkstore_notifications WHERE id <= :below"
 
 # -------------------------------------------------------------------- schedules
 
-GET_SCHEDULE = """
-SELECT name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at
-FROM __alkstore_schedules WHERE name = :name
-"""
-UPSERT_SCHEDULE = """
+_SCHEDULE_COLUMNS = "name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at"
+GET_SCHEDULE = f"SELECT {_SCHEDULE_COLUMNS} FROM __alkstore_schedules WHERE name = :name"
+# SC-2: an unchanged spec and zone keep the stored next fire time.
+UPSERT_SCHEDULE = f"""
 INSERT INTO __alkstore_schedules (
     name, spec, queue, payload, opts, tz, next_fire_at, created_at, updated_at)
 VALUES (:name, :spec, :queue, :payload, :opts, :tz, :next_fire_at, :now, :now)
 ON CONFLICT (name) DO UPDATE SET
     spec = excluded.spec, queue = excluded.queue, payload = excluded.payload,
-    opts = excluded.opts, tz = excluded.tz, next_fire_at = excluded.next_fire_at,
+    opts = excluded.opts, tz = excluded.tz,
+    next_fire_at = CASE WHEN __alkstore_schedules.spec = excluded.spec
+                         AND __alkstore_schedules.tz = excluded.tz
+                        THEN __alkstore_schedules.next_fire_at ELSE excluded.next_fire_at END,
     updated_at = excluded.updated_at
+RETURNING {_SCHEDULE_COLUMNS}
 """
 DELETE_SCHEDULE = "DELETE FROM __alkstore_schedules WHERE name = :name"
-LIST_SCHEDULES = """
-SELECT name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at
-FROM __alkstore_schedules ORDER BY name
-"""
-DUE_SCHEDULES = """
-SELECT name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at
+LIST_SCHEDULES = f"SELECT {_SCHEDULE_COLUMNS} FROM __alkstore_schedules ORDER BY name"
+DUE_SCHEDULES = f"""
+SELECT {_SCHEDULE_COLUMNS}
 FROM __alkstore_schedules WHERE next_fire_at <= :now ORDER BY next_fire_at, name
 """
 # SC-3: the fire happens only for the tick whose compare-and-set matched.

@@ -1,175 +1,172 @@
-"""``SQLiteStore``: the SQLite engine's ``Store`` (SPEC §3, §11)."""
+"""``SQLiteStore``: the SQLite engine's store (SPEC §3, §11), and its async face."""
 
 from __future__ import annotations
 
-import math
-import threading
-from types import TracebackType
+import sqlite3
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
-from alkstore.engine import (
-    OUTBOX_OPTS,
-    QueueOutbox,
-    check_queue_opts,
-    outbox_queue_name,
-    run_scheduler_loop,
-)
-from alkstore.errors import InvalidArgument
-from alkstore.names import validate_name
-from alkstore.protocols import Outbox, Queue, Stream
-from alkstore.types import QueueOpts, QueueStats, check_duration, check_int
+from alkstore.engine import AsyncKitStore, KitStore, ThreadedAsyncExecutor, unwrap
+from alkstore.engine.threaded import Runner
+from alkstore.errors import AlkstoreError, InvalidArgument
+from alkstore.types import check_duration, check_int
 
-from . import _sql
-from ._lock import LockMixin
-from ._notify import NotifyMixin
-from ._queue import SQLiteQueue
-from ._scheduler import ScheduleMixin
-from ._stream import SQLiteStream
-from ._time import now_us
+from ._others import SQLiteExecutor
+from ._url import OPTION_TYPES, parse_url
 
-__all__ = ["SQLiteStore", "open_store", "parse_url"]
-
-_OPTION_TYPES = {
-    "busy_timeout_s": float,
-    "synchronous": str,
-    "poll_interval_s": float,
-    "notifications_cap": int,
-}
+__all__ = ["AsyncSQLiteStore", "SQLiteStore", "open_async_store", "open_store", "parse_url"]
 
 
-class SQLiteStore(LockMixin, NotifyMixin, ScheduleMixin):
+def _executor(
+    path: str,
+    *,
+    busy_timeout_s: float = 5.0,
+    synchronous: str = "full",
+    poll_interval_s: float = 0.002,
+    notifications_cap: int = 10_000,
+    migrate: bool = True,
+    url: str | None = None,
+) -> SQLiteExecutor:
+    if not isinstance(path, str) or not path:
+        raise InvalidArgument("the SQLite engine needs a file path")
+    if path == ":memory:" or path.startswith("file::memory:") or "mode=memory" in path:
+        raise InvalidArgument(
+            "the SQLite engine needs a file: ':memory:' databases cannot be shared "
+            "between connections, and wakes need a file"
+        )
+    busy = check_duration("busy_timeout_s", busy_timeout_s)
+    poll = check_duration("poll_interval_s", poll_interval_s, allow_zero=False)
+    assert busy is not None and poll is not None
+    if synchronous not in ("full", "normal"):
+        raise InvalidArgument(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
+    cap = check_int("notifications_cap", notifications_cap, 0, 2**62)
+    if not isinstance(migrate, bool):
+        raise InvalidArgument(f"migrate must be True or False, not {migrate!r}")
+    return SQLiteExecutor(
+        path,
+        url=url or f"sqlite:///{path}",
+        busy_timeout_s=busy,
+        synchronous=synchronous,
+        poll_interval_s=min(poll, 1.0),
+        notifications_cap=cap,
+        migrate=migrate,
+    )
+
+
+class SQLiteStore(KitStore):
     """An alkstore store in a SQLite file (tables ``__alkstore_*``).
 
     Engine options:
 
-    - ``busy_timeout_s`` (5.0): how long a write waits for SQLite's write lock
-      before it fails with ``TransientError``.
+    - ``busy_timeout_s`` (5.0): how long a write waits for the write lock —
+      first in this process's write queue (W-7), then in SQLite's busy
+      handler for other processes — before it fails with ``TransientError``.
     - ``synchronous`` (``"full"``): ``"full"`` makes every commit durable
       across power loss; ``"normal"`` (WAL) is about 3x faster per commit and
       can lose the last commits, never corrupt the file, on power loss.
     - ``poll_interval_s`` (0.002): how often the wake watcher reads
       ``PRAGMA data_version``; the bound on wake latency.
-    - ``notifications_cap`` (10,000): notification rows kept when a store
-      opens (N-3).
+    - ``notifications_cap`` (10,000): notification rows kept: the table is
+      pruned to it at open (N-3) and kept within a tenth above it by the
+      notifying writes (EN-1).
+    - ``migrate`` (``True``): create or upgrade the schema at open (ST-1).
+      ``False`` opens only an existing, up-to-date file and writes nothing at
+      open: a missing file or schema is a :class:`SchemaVersionError`. The
+      read-only CLI commands open stores this way.
     """
 
-    def __init__(
-        self,
-        path: str,
-        *,
-        busy_timeout_s: float = 5.0,
-        synchronous: str = "full",
-        poll_interval_s: float = 0.002,
-        notifications_cap: int = 10_000,
-        url: str | None = None,
-    ) -> None:
-        if not isinstance(path, str) or not path:
-            raise InvalidArgument("the SQLite engine needs a file path")
-        if path == ":memory:" or path.startswith("file::memory:") or "mode=memory" in path:
-            raise InvalidArgument(
-                "the SQLite engine needs a file: ':memory:' databases cannot be shared "
-                "between connections, and wakes need a file"
-            )
-        busy = check_duration("busy_timeout_s", busy_timeout_s)
-        poll = check_duration("poll_interval_s", poll_interval_s, allow_zero=False)
-        assert busy is not None and poll is not None
-        if synchronous not in ("full", "normal"):
-            raise InvalidArgument(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
-        cap = check_int("notifications_cap", notifications_cap, 0, 2**62)
-        super().__init__(
-            path,
-            url=url or f"sqlite:///{path}",
-            busy_timeout_s=busy,
-            synchronous=synchronous,
-            poll_interval_s=min(poll, 1.0),
-            notifications_cap=cap,
-        )
+    def __init__(self, path: str, **options: Any) -> None:
+        super().__init__(_executor(path, **options))
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._sqlite.path
+
+    @property
+    def _sqlite(self) -> SQLiteExecutor:
+        ex = self.executor
+        assert isinstance(ex, SQLiteExecutor)
+        return ex
 
     def __repr__(self) -> str:
-        return f"SQLiteStore({self._path!r})"
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    # ------------------------------------------------------------ primitives
-
-    def queue(self, name: str, opts: QueueOpts | None = None) -> Queue:
-        """A handle on queue *name* that stamps *opts* on its enqueues (Q-1)."""
-        self._check_open()
-        return SQLiteQueue(self, validate_name(name, "queue"), check_queue_opts(opts))
-
-    def outbox(self, name: str) -> Outbox:
-        """The outbox *name*, backed by a reserved queue with fixed opts (Q-20)."""
-        self._check_open()
-        queue = SQLiteQueue(self, outbox_queue_name(name), OUTBOX_OPTS)
-        return QueueOutbox(name, queue)
-
-    def stream(self, name: str) -> Stream:
-        """A handle on stream *name* (S-1..S-4)."""
-        self._check_open()
-        return SQLiteStream(self, validate_name(name, "stream"))
-
-    def queue_stats(self) -> list[QueueStats]:
-        """Counts for every queue with live or dead rows, by name."""
-        self._check_open()
-        with self._read() as conn:
-            rows = conn.execute(_sql.QUEUE_STATS, {"now": now_us()}).fetchall()
-        return [QueueStats(q, int(p), int(s), int(r), int(d)) for q, p, s, r, d in rows]
-
-    def run_schedules(
-        self,
-        stop: threading.Event | None = None,
-        owner: str | None = None,
-        lock_ttl_s: float = 30,
-    ) -> None:
-        """The leader-elected scheduler loop, until *stop* is set (SC-5)."""
-        self._check_open()
-        self._ensure_watcher()  # schedule changes wake the leader early
-        run_scheduler_loop(self, stop, owner, lock_ttl_s)
+        return f"SQLiteStore({self.path!r})"
 
 
-def parse_url(url: str) -> tuple[str, dict[str, Any]]:
-    """``sqlite:///relative.db``, ``sqlite:////absolute.db`` -> (path, options).
-
-    Query parameters are engine options (``?synchronous=normal``).
-    """
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "sqlite":
-        raise InvalidArgument(f"not a sqlite:// URL: {url!r}")
-    if parts.netloc not in ("", "localhost"):
-        raise InvalidArgument(f"a sqlite URL has no host: use sqlite:///path, not {url!r}")
-    path = unquote(parts.path)
-    path = path[1:] if path.startswith("/") else path
-    if not path:
-        raise InvalidArgument(f"the sqlite URL names no file: {url!r}")
-    opts: dict[str, Any] = {}
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        kind = _OPTION_TYPES.get(key)
-        if kind is None:
-            raise InvalidArgument(f"unknown SQLite engine option {key!r} in {url!r}")
-        try:
-            converted = kind(value)
-        except ValueError as exc:
-            raise InvalidArgument(f"bad value for {key}: {value!r}") from exc
-        if isinstance(converted, float) and not math.isfinite(converted):
-            raise InvalidArgument(f"bad value for {key}: {value!r}")
-        opts[key] = converted
-    return path, opts
+def _options(url: str, opts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    path, url_opts = parse_url(url)
+    unknown = set(opts) - set(OPTION_TYPES)
+    if unknown:
+        raise InvalidArgument(f"unknown SQLite engine options: {', '.join(sorted(unknown))}")
+    return path, {**url_opts, **opts}
 
 
 def open_store(url: str, **opts: Any) -> SQLiteStore:
     """The ``alkstore.engines`` entry point for ``sqlite://`` URLs."""
-    path, url_opts = parse_url(url)
-    unknown = set(opts) - set(_OPTION_TYPES)
-    if unknown:
-        raise InvalidArgument(f"unknown SQLite engine options: {', '.join(sorted(unknown))}")
-    return SQLiteStore(path, url=url, **{**url_opts, **opts})
+    path, options = _options(url, opts)
+    return SQLiteStore(path, url=url, **options)
+
+
+def _aiosqlite_runner(conn: Any) -> Runner:
+    """Runs a call on the aiosqlite connection's own thread: ``sqlite3``
+    refuses a connection's use from any thread but the one that opened it
+    (unless opened with ``check_same_thread=False``), and aiosqlite's queue
+    keeps our statements in order with the caller's."""
+    execute = getattr(conn, "_execute", None)
+    if not callable(execute):
+        raise InvalidArgument(
+            "this aiosqlite version gives no way to run a call on its connection's thread; "
+            "pass a store.transaction() instead"
+        )
+
+    async def run(fn: Callable[[], Any]) -> Any:
+        try:
+            return await execute(fn)
+        except AlkstoreError:
+            raise
+        except ValueError as exc:  # aiosqlite: "Connection closed", before fn ran
+            raise InvalidArgument("tx is an aiosqlite connection that is not open") from exc
+
+    return run
+
+
+def _async_tx(tx: object) -> tuple[object, Runner | None]:
+    """``tx=`` of the async face (A-3): an ``aiosqlite.Connection`` (also
+    inside a SQLAlchemy ``sqlite+aiosqlite`` pool proxy) stands for the
+    ``sqlite3`` connection it runs, and the write runs on its thread."""
+    native = unwrap(tx)  # SQLAlchemy's and Django's objects, refusals
+    if type(native).__module__.startswith("aiosqlite"):
+        inner = getattr(native, "_connection", None)  # None once closed
+        if not isinstance(inner, sqlite3.Connection):
+            raise InvalidArgument("tx is an aiosqlite connection that is not open")
+        return inner, _aiosqlite_runner(native)
+    return native, None
+
+
+class AsyncSQLiteStore(AsyncKitStore):
+    """The async face of a SQLite store (SPEC §14): the sync engine behind a
+    pool of I/O threads, so the event loop never waits on SQLite."""
+
+    def __init__(self, executor: ThreadedAsyncExecutor, path: str) -> None:
+        super().__init__(executor)
+        self._path = path
+
+    @property
+    def path(self) -> str:
+        """The database file (for the application's own connections, e.g.
+        ``aiosqlite.connect(store.path)``)."""
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"AsyncSQLiteStore({self.path!r})"
+
+
+async def open_async_store(url: str, **opts: Any) -> AsyncSQLiteStore:
+    """The ``alkstore.async_engines`` entry point for ``sqlite://`` URLs: the
+    sync engine behind a thread pool, so the loop never waits on SQLite
+    (A-2, docs/adr/0010)."""
+    import asyncio
+
+    path, options = _options(url, opts)
+    sync = await asyncio.to_thread(_executor, path, url=url, **options)
+    return AsyncSQLiteStore(ThreadedAsyncExecutor(sync, resolve_tx=_async_tx), sync.path)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from . import _sql
-from ._store import SQLiteStore, parse_url
+from ._store import SQLiteStore
+from ._url import parse_url
 
 __all__ = ["HOOKS", "SQLiteHooks"]
 

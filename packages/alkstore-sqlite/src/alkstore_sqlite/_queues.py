@@ -1,0 +1,575 @@
+"""Queue operations of the SQLite executor (SPEC §5, §15, §16); design in
+docs/adr/0002. Each operation runs in one write transaction (or the caller's),
+so it fully happens or leaves no trace (C-6)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from alkstore.engine import ClaimRow, Fence, Inserted, JobRow, NewJob, RateSpec, claim_row
+from alkstore.errors import QueueFull, TransientError
+from alkstore.types import JobState, QueueStats, SweepResult
+
+from . import _sql
+from ._executor import Core
+from ._time import from_datetime, micros, now_us, to_datetime
+
+__all__ = ["QueueOps"]
+
+_MAX_ERROR = "max attempts exceeded"
+
+
+def _opt_time(us: int | None) -> datetime | None:
+    return None if us is None else to_datetime(us)
+
+
+def _job_row(row: Sequence[Any]) -> JobRow:
+    (job_id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id,
+     attempts, max_attempts, vt, backoff, retention, expires_at, _claims, unique_key, grp,
+     group_limit, trace, state, last_error, died_at) = row  # fmt: skip
+    return JobRow(
+        id=int(job_id),
+        queue=queue,
+        state=state,
+        payload=payload,
+        priority=int(priority),
+        run_at=to_datetime(run_at),
+        created_at=to_datetime(created_at),
+        claimed_at=_opt_time(claimed_at),
+        deadline=_opt_time(deadline),
+        worker_id=worker_id,
+        attempts=int(attempts),
+        max_attempts=int(max_attempts),
+        visibility_timeout_s=float(vt),
+        backoff_base_s=float(backoff),
+        dead_letter_retention_s=None if retention is None else float(retention),
+        expires_at=_opt_time(expires_at),
+        last_error=last_error,
+        died_at=_opt_time(died_at),
+        unique_key=unique_key,
+        group=grp,
+        group_limit=None if group_limit is None else int(group_limit),
+        trace_context=trace,
+    )
+
+
+def _claim_row(row: Sequence[Any]) -> ClaimRow:
+    return claim_row(row, to_datetime)
+
+
+def _before(a: Sequence[Any], b: Sequence[Any], now: int) -> bool:
+    """Whether row *a* ``(id, priority, ready_at, ...)`` has the better claim
+    to a group's slot than *b*: a row ready now before one that waits, then
+    claim order (Q-2, Q-25)."""
+
+    def key(r: Sequence[Any]) -> tuple[bool, int, int, int]:
+        return (int(r[2]) > now, -int(r[1]), int(r[2]), int(r[0]))
+
+    return key(a) < key(b)
+
+
+def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
+    """Parameters of ``ENQUEUE`` (and, with ``items``, ``ENQUEUE_MANY``)."""
+    run_at = from_datetime(job.run_at) if job.run_at is not None else now + micros(job.delay_s)
+    return {
+        "queue": queue,
+        "payload": job.payload,
+        "priority": job.priority,
+        "run_at": run_at,
+        "now": now,
+        "max_attempts": job.max_attempts,
+        "vt": job.visibility_timeout_s,
+        "backoff": job.backoff_base_s,
+        "retention": job.dead_letter_retention_s,
+        "expires_at": None if job.expires_s is None else now + micros(job.expires_s),
+        "key": job.unique_key,
+        "grp": job.group,
+        "group_limit": job.group_limit,
+        "parked": 0,
+        "trace": job.trace_context,
+    }
+
+
+class QueueOps(Core):
+    """The queue half of the executor."""
+
+    # ------------------------------------------------------------------ enqueue
+
+    def insert_jobs(
+        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+    ) -> list[Inserted]:
+        first = jobs[0]
+        unique = first.unique_key is not None
+        grouped = first.group is not None and first.group_limit is not None
+        if len(jobs) == 1 and not unique and max_depth is None and not grouped:
+
+            def one(conn: sqlite3.Connection) -> list[Inserted]:
+                params = insert_params(queue, first, now_us())
+                return [Inserted(int(conn.execute(_sql.ENQUEUE, params).fetchall()[0][0]))]
+
+            return self._write(tx, one, single=True)
+
+        def many(conn: sqlite3.Connection) -> list[Inserted]:
+            now = now_us()
+            todo = jobs
+            held: dict[str, int] = {}
+            if unique:
+                keys = json.dumps([j.unique_key for j in jobs])
+                self._free_stale_keys(conn, queue, keys, now)
+                # Q-23: keys a live job holds are left out before the insert,
+                # so that a call which writes nothing changes nothing in the
+                # file (an ignored AUTOINCREMENT insert still would) and
+                # sends no wake.
+                held = {
+                    k: int(i)
+                    for k, i in conn.execute(_sql.KEY_HOLDERS, {"queue": queue, "keys": keys})
+                }
+                todo = [j for j in jobs if j.unique_key not in held]
+            params = insert_params(queue, first, now)
+            if not todo:
+                ids: list[int] = []
+                inserted: dict[str | None, int] = {}
+            elif len(todo) == 1:
+                params = insert_params(queue, todo[0], now)
+                sql = _sql.ENQUEUE_UNIQUE if unique else _sql.ENQUEUE
+                got = conn.execute(sql, params).fetchall()
+                inserted = {todo[0].unique_key: int(got[0][0])} if got else {}
+                ids = [int(got[0][0])] if got else []
+            else:
+                params["items"] = json.dumps([[j.payload, j.unique_key] for j in todo])
+                sql = _sql.ENQUEUE_MANY_UNIQUE if unique else _sql.ENQUEUE_MANY
+                rows = conn.execute(sql, params).fetchall()
+                ids = sorted(int(r[0]) for r in rows)
+                inserted = {r[1]: int(r[0]) for r in rows}
+            if grouped and ids:
+                # Q-25: new rows of a limited group wait parked; the group's
+                # free slots then go to its best rows in claim order.
+                conn.execute(_sql.PARK_NEW, {"ids": json.dumps(ids)})
+                assert first.group is not None
+                self._rebalance(conn, queue, first.group)
+            if max_depth is not None and ids:
+                self._check_room(conn, queue, max_depth, now)
+            if not unique:
+                return [Inserted(i) for i in ids]
+            if any(j.unique_key not in held and j.unique_key not in inserted for j in todo):
+                # Taken meanwhile by a writer this transaction could not see
+                # (OR IGNORE kept the insert from failing): read the holders.
+                held = dict(conn.execute(_sql.KEY_HOLDERS, {"queue": queue, "keys": keys}))
+            out = []
+            seen: set[str] = set()
+            for job in jobs:
+                key = job.unique_key
+                assert key is not None
+                created = key in inserted and key not in seen
+                seen.add(key)
+                holder = inserted[key] if key in inserted else held[key]
+                out.append(Inserted(int(holder), created))
+            return out
+
+        return self._write(tx, many)
+
+    @staticmethod
+    def _rebalance(conn: sqlite3.Connection, queue: str, group: str) -> None:
+        """Q-25: a group's slots (its claimed and unparked rows) go to its
+        best rows, never more than its limit: unpark the best parked row
+        while a slot is free, park the worst waiting row while too many hold
+        one, and swap the two when a parked row comes first. "Best" is a row
+        ready now before one that waits (a job waiting on a delay or a
+        retry's backoff holds no slot another could use), then claim order.
+        Each step reads O(limit) index entries of this group, plus the
+        parked rows of higher priority that are not ready yet."""
+        now = now_us()
+        params = {"queue": queue, "grp": group, "now": now}
+
+        def first(*statements: str) -> Any:
+            for sql in statements:
+                row = conn.execute(sql, params).fetchone()
+                if row is not None:
+                    return row
+            return None
+
+        for _ in range(10_000):  # each step settles one row; a few suffice
+            best = first(_sql.GROUP_BEST_PARKED_READY, _sql.GROUP_BEST_PARKED)
+            worst = first(_sql.GROUP_WORST_WAITING_LATER, _sql.GROUP_WORST_WAITING)
+            limit = int(best[3]) if best is not None else None
+            if worst is not None and (limit is None or int(worst[3]) < limit):
+                limit = int(worst[3])
+            if limit is None:
+                return
+            (holders,) = conn.execute(_sql.GROUP_HOLDERS, {**params, "n": limit + 1}).fetchone()
+            if best is not None and holders < limit:
+                conn.execute(_sql.SET_PARKED, {"id": best[0], "parked": 0})
+            elif worst is not None and holders > limit:
+                conn.execute(_sql.SET_PARKED, {"id": worst[0], "parked": 1})
+            elif best is not None and worst is not None and _before(best, worst, now):
+                conn.execute(_sql.SET_PARKED, {"id": worst[0], "parked": 1})
+                conn.execute(_sql.SET_PARKED, {"id": best[0], "parked": 0})
+            else:
+                return
+
+    def _rebalance_rows(self, conn: sqlite3.Connection, queue: str, rows: list[Any]) -> None:
+        """Rebalance every group that *rows* (``(..., grp)`` last) left a slot in."""
+        for group in {r[-1] for r in rows if r[-1] is not None}:
+            self._rebalance(conn, queue, group)
+
+    def _free_stale_keys(self, conn: sqlite3.Connection, queue: str, keys: str, now: int) -> None:
+        """Q-23: a key held by a job that can never run again is freed."""
+        params = {"queue": queue, "keys": keys, "now": now}
+        conn.execute(_sql.STALE_KEYS_TO_DEAD, params)
+        gone = conn.execute(_sql.STALE_KEYS_DELETE, params).fetchall()
+        self._rebalance_rows(conn, queue, gone)
+
+    def _check_room(self, conn: sqlite3.Connection, queue: str, max_depth: int, now: int) -> None:
+        """Q-24, after the insert: at most *max_depth* unfinished jobs, counted
+        on at most max_depth + 1 index entries; rows that can never run again
+        go to dead first. Raising rolls the insert back."""
+        params = {"queue": queue, "now": now}
+        if conn.execute(_sql.EXPIRED_ANY, params).fetchone()[0]:
+            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "error": "expired"})
+            self._rebalance_rows(conn, queue, conn.execute(_sql.EXPIRED_DELETE, params).fetchall())
+        if conn.execute(_sql.EXHAUSTED_ANY, params).fetchone()[0]:
+            self._exhaust(conn, queue, now)
+        (count,) = conn.execute(
+            _sql.COUNT_UNFINISHED, {"queue": queue, "n": max_depth + 1}
+        ).fetchone()
+        if count > max_depth:
+            raise QueueFull(queue, max_depth)
+
+    # -------------------------------------------------------------------- claim
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        n: int,
+        rate: RateSpec | None,
+        idle: bool,
+        *,
+        full: bool = False,
+    ) -> list[ClaimRow]:
+        if idle and not self._anything_to_do(queues):
+            return []  # nothing claimable: no write lock taken (LESSONS)
+        if len(queues) == 1 and rate is None and not full:
+            return self._claim_one_queue(queues[0], worker_id, n)
+
+        def run(conn: sqlite3.Connection) -> list[ClaimRow]:
+            now = now_us()
+            budget = n if rate is None else min(n, self._rate_room(conn, rate, now))
+            rows: list[Any] = []
+            for queue in queues:
+                if budget <= len(rows):
+                    break
+                self._clear(conn, queue, now)
+                params: dict[str, Any] = {"queue": queue, "now": now, "worker": worker_id}
+                rows.extend(self._claim_levels(conn, params, budget - len(rows)))
+            if rate is not None and rows:
+                self._rate_take(conn, rate, now, len(rows))
+            return [_claim_row(r) for r in rows]
+
+        return self._write(None, run)
+
+    def _claim_one_queue(self, queue: str, worker_id: str, n: int) -> list[ClaimRow]:
+        """The common claim: the top priority level in one autocommit
+        statement, which also says whether the queue holds anything a claim
+        must clear first. When it filled the claim, that is all (a flagged
+        queue is cleared by a second write before this returns, Q-12, Q-25);
+        when it took fewer, the full claim takes the rest from the levels
+        below, after a pure read says there is anything to take."""
+
+        def claim(conn: sqlite3.Connection) -> list[Any]:
+            params = {"queue": queue, "now": now_us(), "worker": worker_id, "n": n}
+            return conn.execute(_sql.CLAIM_FLAGGED, params).fetchall()
+
+        rows = self._write(None, claim, single=True)
+        got = [_claim_row(r[:-1]) for r in rows]
+        # The claims above are committed: a busy follow-up must not hide them
+        # from the caller (they would wait out their visibility timeout). The
+        # caller gets what it has; the next claim clears or takes the rest.
+        try:
+            if len(rows) < n:
+                return got + self.claim((queue,), worker_id, n - len(rows), None, True, full=True)
+            if rows[0][-1]:
+                self._write(None, lambda conn: self._clear(conn, queue, now_us()))
+        except TransientError:
+            if not got:
+                raise
+        return got
+
+    def _clear(self, conn: sqlite3.Connection, queue: str, now: int) -> None:
+        """What a claim clears first: lapsed claims with no budget left go to
+        dead (Q-12), and so do expired rows holding a group's slot (Q-25)."""
+        exhausted, group_expired = conn.execute(
+            _sql.EXHAUSTED_ANY, {"queue": queue, "now": now}
+        ).fetchone()
+        if exhausted:
+            self._exhaust(conn, queue, now)
+        if group_expired:
+            self._expire_group_holders(conn, queue, now)
+
+    @staticmethod
+    def _claim_levels(conn: sqlite3.Connection, params: dict[str, Any], want: int) -> list[Any]:
+        """Up to *want* rows of one queue in claim order: the top priority
+        level first, then each level below while more are wanted, one index
+        seek per level (C-8; see ``_sql.CLAIM``)."""
+        rows: list[Any] = conn.execute(_sql.CLAIM, {**params, "n": want}).fetchall()
+        if len(rows) >= want:
+            return rows
+        if rows:
+            level = rows[0][_sql.CLAIM_PRIORITY_COLUMN]
+        else:
+            top = conn.execute(_sql.TOP_PRIORITY, params).fetchone()
+            if top is None:
+                return rows
+            level = top[0]
+        while len(rows) < want:
+            below = conn.execute(_sql.NEXT_PRIORITY, {**params, "p": level}).fetchone()
+            if below is None:
+                break
+            level = below[0]
+            at = {**params, "p": level, "n": want - len(rows)}
+            rows.extend(conn.execute(_sql.CLAIM_AT, at).fetchall())
+        return rows
+
+    def _anything_to_do(self, queues: Sequence[str]) -> bool:
+        now = now_us()
+        with self._read() as conn:
+            for queue in queues:
+                claimable, exhausted = conn.execute(
+                    _sql.CLAIM_PRECHECK, {"queue": queue, "now": now}
+                ).fetchone()
+                if claimable or exhausted:
+                    return True
+        return False
+
+    def _exhaust(self, conn: sqlite3.Connection, queue: str, now: int) -> int:
+        """Q-12: lapsed claims with no budget left move to dead."""
+        params = {"queue": queue, "now": now, "error": _MAX_ERROR}
+        conn.execute(_sql.EXHAUSTED_TO_DEAD, params)
+        gone = conn.execute(_sql.EXHAUSTED_DELETE, {"queue": queue, "now": now}).fetchall()
+        self._rebalance_rows(conn, queue, gone)
+        return len(gone)
+
+    def _expire_group_holders(self, conn: sqlite3.Connection, queue: str, now: int) -> None:
+        """Q-25: waiting rows of a limited group past ``expires_at`` can never
+        run, so they must not keep their group's slots: they go to dead as
+        ``"expired"`` (as a sweep would move them, Q-15), and each group
+        rebalances."""
+        params = {"queue": queue, "now": now, "error": "expired"}
+        conn.execute(_sql.GROUP_EXPIRED_TO_DEAD, params)
+        gone = conn.execute(_sql.GROUP_EXPIRED_DELETE, {"queue": queue, "now": now}).fetchall()
+        self._rebalance_rows(conn, queue, gone)
+
+    def next_ready(self, queues: Sequence[str]) -> float | None:
+        now = now_us()
+        soonest: int | None = None
+        with self._read() as conn:
+            for queue in queues:
+                times = conn.execute(_sql.NEXT_READY, {"queue": queue, "now": now}).fetchone()
+                for at in times:
+                    if at is not None and (soonest is None or at < soonest):
+                        soonest = at
+        return None if soonest is None else (soonest - now) / 1_000_000
+
+    # ----------------------------------------------------------- rate limits
+
+    @staticmethod
+    def _rate_room(conn: sqlite3.Connection, rate: RateSpec, now: int) -> int:
+        """How many units *rate* grants now (R-1, GCRA)."""
+        row = conn.execute(_sql.RATE_TAT, {"name": rate.name}).fetchone()
+        interval = rate.interval_s * 1_000_000
+        base = now if row is None else max(float(row[0]), now)
+        return max(0, math.floor((now + rate.burst * interval - base) / interval + 1e-9))
+
+    @staticmethod
+    def _rate_take(conn: sqlite3.Connection, rate: RateSpec, now: int, units: int) -> None:
+        row = conn.execute(_sql.RATE_TAT, {"name": rate.name}).fetchone()
+        base = now if row is None else max(float(row[0]), now)
+        tat = base + units * rate.interval_s * 1_000_000
+        conn.execute(_sql.SET_RATE_TAT, {"name": rate.name, "tat": tat})
+
+    def acquire_rate(self, rate: RateSpec, n: int) -> float:
+        interval = rate.interval_s * 1_000_000
+        cost = n * interval
+        burst_t = rate.burst * interval
+
+        def run(conn: sqlite3.Connection) -> float:
+            now = now_us()
+            params = {"name": rate.name, "now": now, "cost": cost, "burst_t": burst_t}
+            ((tat, granted),) = conn.execute(_sql.ACQUIRE_RATE, params).fetchall()
+            if granted:
+                return 0.0
+            return max((float(tat) + cost - burst_t - now) / 1_000_000, 1e-6)
+
+        return self._write(None, run, single=True)
+
+    # -------------------------------------------------------------- handle ops
+
+    def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
+        grouped = any(f.group is not None for f in fences)
+        if len(fences) == 1:
+            fence = fences[0]
+
+            def one(conn: sqlite3.Connection) -> list[bool]:
+                params = {"id": fence.id, "claim": fence.claim, "now": now_us()}
+                rows = conn.execute(_sql.ACK, params).fetchall()
+                if rows and grouped:
+                    self._rebalance_rows(conn, rows[0][0], rows)
+                return [bool(rows)]
+
+            return self._write(tx, one, single=not grouped)
+
+        def many(conn: sqlite3.Connection) -> list[bool]:
+            params = {"fences": json.dumps([[f.id, f.claim] for f in fences]), "now": now_us()}
+            rows = conn.execute(_sql.ACK_MANY, params).fetchall()
+            if grouped:
+                for queue in {r[2] for r in rows}:
+                    self._rebalance_rows(conn, queue, [r for r in rows if r[2] == queue])
+            # Matched by (id, claim), each once: an older claim of a job
+            # whose newer claim is in the same call, or the same handle
+            # given twice, lands once (Q-7, Q-9).
+            gone = {(int(r[0]), int(r[1])) for r in rows}
+            results = []
+            for f in fences:
+                key = (f.id, f.claim)
+                results.append(key in gone)
+                gone.discard(key)
+            return results
+
+        return self._write(tx, many, single=not grouped)
+
+    def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
+        def run(conn: sqlite3.Connection) -> datetime | None:
+            now = now_us()
+            params = {"id": fence.id, "claim": fence.claim, "now": now}
+            params["deadline"] = now + micros(extend_s)
+            rows = conn.execute(_sql.HEARTBEAT, params).fetchall()
+            return to_datetime(rows[0][0]) if rows else None
+
+        return self._write(None, run, single=True)
+
+    def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            now = now_us()
+            params: dict[str, Any] = {"id": fence.id, "claim": fence.claim, "now": now}
+            params["run_at"] = now + micros(delay_s)
+            rows = conn.execute(_sql.RETRY_PENDING, params).fetchall()
+            if rows:
+                if fence.group is not None:
+                    # Q-25: a job waiting on backoff holds no slot of its own.
+                    conn.execute(_sql.PARK_NEW, {"ids": json.dumps([fence.id])})
+                    self._rebalance(conn, rows[0][0], fence.group)
+                return True
+            # No budget left (or the claim is no longer valid): Q-10.
+            return self._to_dead(conn, fence, error, now)
+
+        return self._write(tx, run)
+
+    def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
+        return self._write(tx, lambda conn: self._to_dead(conn, fence, error, now_us()))
+
+    def release(self, fence: Fence) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            params = {"id": fence.id, "claim": fence.claim, "now": now_us()}
+            return bool(conn.execute(_sql.RELEASE, params).fetchall())
+
+        return self._write(None, run, single=True)
+
+    @staticmethod
+    def _to_dead(conn: sqlite3.Connection, fence: Fence, error: str, now: int) -> bool:
+        params = {"id": fence.id, "claim": fence.claim, "now": now, "error": error}
+        if conn.execute(_sql.FENCED_TO_DEAD, params).rowcount != 1:
+            return False
+        gone = conn.execute(_sql.DELETE_BY_ID, {"id": fence.id}).fetchall()
+        if gone:
+            QueueOps._rebalance_rows_static(conn, gone)
+        return True
+
+    @staticmethod
+    def _rebalance_rows_static(conn: sqlite3.Connection, rows: list[Any]) -> None:
+        for queue, group in {(r[0], r[1]) for r in rows if r[1] is not None}:
+            QueueOps._rebalance(conn, queue, group)
+
+    # ----------------------------------------------------------------- operator
+
+    def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            gone = conn.execute(_sql.CANCEL, {"id": job_id, "queue": queue}).fetchall()
+            self._rebalance_rows_static(conn, gone)
+            return bool(gone)
+
+        return self._write(tx, run)
+
+    def get_job(self, queue: str, job_id: int) -> JobRow | None:
+        with self._read() as conn:
+            row = conn.execute(_sql.GET_JOB, {"id": job_id, "queue": queue}).fetchone()
+        return None if row is None else _job_row(row)
+
+    def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> list[JobRow]:
+        params = {"queue": queue, "state": state.value, "after": after_id, "limit": limit}
+        sql = _sql.LIST_DEAD if state is JobState.DEAD else _sql.LIST_LIVE
+        with self._read() as conn:
+            return [_job_row(r) for r in conn.execute(sql, params)]
+
+    def queue_stats(self, queue: str | None) -> list[QueueStats]:
+        now = now_us()
+        with self._read() as conn:
+            if queue is not None:
+                row = conn.execute(_sql.STATS, {"queue": queue, "now": now}).fetchone()
+                pending, scheduled, processing, dead, oldest = row
+                return [QueueStats(queue, pending, scheduled, processing, dead, _opt_time(oldest))]
+            rows = conn.execute(_sql.QUEUE_STATS, {"now": now}).fetchall()
+        return [
+            QueueStats(q, int(p), int(s), int(r), int(d), _opt_time(o)) for q, p, s, r, d, o in rows
+        ]
+
+    def sweep(self, queue: str) -> SweepResult:
+        def run(conn: sqlite3.Connection) -> SweepResult:
+            now = now_us()
+            params = {"queue": queue, "now": now}
+            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "error": "expired"})
+            gone = conn.execute(_sql.EXPIRED_DELETE, params).fetchall()
+            self._rebalance_rows(conn, queue, gone)
+            expired = len(gone)
+            exhausted = self._exhaust(conn, queue, now)
+            purged = conn.execute(_sql.PURGE_RETAINED, params).rowcount
+            return SweepResult(expired=expired, purged=purged, exhausted=exhausted)
+
+        return self._write(None, run)
+
+    def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
+        ids = None if job_ids is None else json.dumps(list(job_ids))
+
+        def run(conn: sqlite3.Connection) -> int:
+            params = {"queue": queue, "ids": ids, "now": now_us()}
+            rows = conn.execute(_sql.REDRIVE, params).fetchall()
+            moved = [int(r[0]) for r in rows]
+            if moved:
+                conn.execute(_sql.DELETE_DEAD_IDS, {"ids": json.dumps(moved)})
+                grouped = [i for i, g in rows if g is not None]
+                if grouped:
+                    conn.execute(_sql.PARK_NEW, {"ids": json.dumps(grouped)})
+                    self._rebalance_rows(conn, queue, rows)
+            return len(moved)
+
+        return self._write(tx, run)
+
+    def purge_dead(
+        self,
+        tx: object | None,
+        queue: str,
+        job_ids: Sequence[int] | None,
+        older_than_s: float | None,
+    ) -> int:
+        ids = None if job_ids is None else json.dumps(list(job_ids))
+
+        def run(conn: sqlite3.Connection) -> int:
+            cutoff = None if older_than_s is None else now_us() - micros(older_than_s)
+            params = {"queue": queue, "ids": ids, "cutoff": cutoff}
+            return conn.execute(_sql.PURGE_DEAD, params).rowcount
+
+        return self._write(tx, run, single=True)

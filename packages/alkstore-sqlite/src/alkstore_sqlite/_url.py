@@ -1,0 +1,77 @@
+"""``sqlite://`` URLs: the file path and the engine options in the query string."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from alkstore.errors import InvalidArgument
+
+__all__ = ["OPTION_TYPES", "parse_bool", "parse_url"]
+
+
+def parse_bool(text: str) -> bool:
+    """A boolean engine option in a URL: ``true/false/1/0``."""
+    value = {"true": True, "1": True, "false": False, "0": False}.get(text.lower())
+    if value is None:
+        raise ValueError(f"expected true, false, 1 or 0, not {text!r}")
+    return value
+
+
+#: Engine options, accepted as keywords or URL query parameters, and how a
+#: URL's text turns into each.
+OPTION_TYPES: dict[str, Callable[[str], Any]] = {
+    "busy_timeout_s": float,
+    "synchronous": str,
+    "poll_interval_s": float,
+    "notifications_cap": int,
+    "migrate": parse_bool,
+}
+
+
+def parse_url(url: str) -> tuple[str, dict[str, Any]]:
+    """``sqlite:///relative.db``, ``sqlite:////absolute.db`` -> (path, options).
+
+    Query parameters are engine options (``?synchronous=normal``), each at
+    most once. Anything that is not such a URL is an :class:`InvalidArgument`.
+    """
+    if not isinstance(url, str):
+        raise InvalidArgument(f"a SQLite URL is a str, not {type(url).__name__}")
+    if "\x00" in url:
+        raise InvalidArgument("a SQLite URL cannot hold a NUL character")
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+    except ValueError as exc:  # an unbalanced "[" in the host part
+        raise InvalidArgument(f"not a valid sqlite:// URL: {exc}") from exc
+    if parts.scheme.lower() != "sqlite":
+        raise InvalidArgument(f"not a sqlite:// URL: {url!r}")
+    if netloc not in ("", "localhost"):
+        raise InvalidArgument(f"a sqlite URL has no host: use sqlite:///path, not {url!r}")
+    path = unquote(parts.path)
+    path = path[1:] if path.startswith("/") else path
+    if not path:
+        raise InvalidArgument(f"the sqlite URL names no file: {url!r}")
+    if "\x00" in path:
+        raise InvalidArgument("a SQLite file name cannot hold a NUL character")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument("the SQLite file name is not valid text") from exc
+    opts: dict[str, Any] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        kind = OPTION_TYPES.get(key)
+        if kind is None:
+            raise InvalidArgument(f"unknown SQLite engine option {key!r} in {url!r}")
+        if key in opts:
+            raise InvalidArgument(f"engine option {key} appears twice in the URL")
+        try:
+            converted = kind(value)
+        except ValueError as exc:  # int() of 5,000 digits included
+            raise InvalidArgument(f"bad value for {key}: {value!r}") from exc
+        if isinstance(converted, float) and not math.isfinite(converted):
+            raise InvalidArgument(f"bad value for {key}: {value!r}")
+        opts[key] = converted
+    return path, opts
