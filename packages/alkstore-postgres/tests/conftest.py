@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -38,7 +39,7 @@ def open_store(pg_url: str, schema: str) -> Iterator[Callable[..., PostgresStore
     opened: list[PostgresStore] = []
 
     def factory(**opts: object) -> PostgresStore:
-        store = PostgresStore(pg_url, **{"schema": schema, **opts})  # type: ignore[arg-type]
+        store = PostgresStore(pg_url, **{"schema": schema, **opts})
         opened.append(store)
         return store
 
@@ -53,7 +54,7 @@ def store(open_store: Callable[..., PostgresStore]) -> PostgresStore:
 
 
 @pytest.fixture
-def admin(pg_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+def admin(pg_url: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
     """A plain autocommit connection to the server."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         yield conn

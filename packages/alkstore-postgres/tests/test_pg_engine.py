@@ -1,16 +1,20 @@
-"""What is specific to the PostgreSQL engine: schemas, URLs, the listener
-connection, native transactions, error translation."""
+"""What is specific to the PostgreSQL engine: schemas and migrations, URLs
+and options, the listener connection, native transactions, lock timeouts,
+dead connections, error translation."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg_pool import PoolTimeout
 
 import alkstore
@@ -25,11 +29,32 @@ from alkstore import (
 )
 from alkstore_postgres import PostgresStore, PostgresTx, open_store
 from alkstore_postgres._errors import translate_errors
-from alkstore_postgres._store import parse_url
+from alkstore_postgres._executor import PgExecutor
+from alkstore_postgres._ops import advisory_key
+from alkstore_postgres._sql import SCHEMA_VERSION, Statements
+from alkstore_postgres._url import parse_url
 from alkstore_postgres.testing import HOOKS, drop_schema
 
 Opener = Callable[..., PostgresStore]
-Admin = psycopg.Connection[tuple[object, ...]]
+Admin = psycopg.Connection[tuple[Any, ...]]
+
+
+def _ex(store: PostgresStore) -> PgExecutor:
+    ex = store.executor
+    assert isinstance(ex, PgExecutor)
+    return ex
+
+
+def _listener_pid(store: PostgresStore) -> int | None:
+    listener = _ex(store)._listener
+    assert listener is not None
+    conn = listener.conn
+    return None if conn is None or conn.closed else conn.info.backend_pid
+
+
+def _listener_up(store: PostgresStore) -> bool:
+    listener = _ex(store)._listener
+    return listener is not None and listener.core.connected
 
 
 def _eventually(probe: Callable[[], object], timeout_s: float = 10.0) -> None:
@@ -56,8 +81,10 @@ def test_opening_through_alkstore_open_finds_the_engine(pg_url: str, schema: str
 # ------------------------------------------------------------------- schemas
 
 
-def test_a_schema_name_that_needs_quoting_works(pg_url: str) -> None:
-    name = f'My "Schema" ü {uuid.uuid4().hex[:6]}'
+@pytest.mark.clause("EN-2")
+@pytest.mark.parametrize("prefix", ['My "Schema" ü', "100% %(x)s %s"])
+def test_a_schema_name_that_needs_quoting_works(pg_url: str, prefix: str) -> None:
+    name = f"{prefix} {uuid.uuid4().hex[:6]}"
     try:
         with PostgresStore(pg_url, schema=name) as store:
             q = store.queue("q")
@@ -89,7 +116,9 @@ def test_two_schemas_of_one_database_never_see_each_other(open_store: Opener, pg
         # Both stores listen for wakes of queue "same", each on its own schema.
         assert second_q.claim("w", wait_s=0.05) is None
         assert first_q.claim("w", wait_s=0.05) is None
-        seen = second._wakes.generation("same")
+        # A NOTIFY sent before the LISTEN is lost: wait for both listeners.
+        _eventually(lambda: _listener_up(first) and _listener_up(second))
+        seen = second.executor.wakes.generation(["same"])
         job_id = first_q.enqueue("only in the first")
         assert second_q.claim("w") is None
         assert second_q.get_job(job_id) is None
@@ -97,17 +126,18 @@ def test_two_schemas_of_one_database_never_see_each_other(open_store: Opener, pg
         job = first_q.claim("w", wait_s=5)
         assert job is not None and job.id == job_id
         # The first store's wake did arrive (it woke the first store's board)...
-        _eventually(lambda: first._wakes.generation("same") > 0)
+        _eventually(lambda: first.executor.wakes.generation(["same"]) > 0)
         time.sleep(0.2)
         # ...and never the second's.
-        assert second._wakes.generation("same") == seen
+        assert second.executor.wakes.generation(["same"]) == seen
         second.close()
 
 
-@pytest.mark.parametrize("bad", ["", "pg_mine", "x" * 64, "é" * 32, "new\nline", 5])
+@pytest.mark.clause("EN-2")
+@pytest.mark.parametrize("bad", ["", "pg_mine", "x" * 64, "é" * 32, "nul\x00byte", 5])
 def test_bad_schema_names_are_refused(pg_url: str, bad: object) -> None:
     with pytest.raises(InvalidArgument):
-        PostgresStore(pg_url, schema=bad)  # type: ignore[arg-type]
+        PostgresStore(pg_url, schema=bad)
 
 
 def test_a_newer_schema_is_refused_without_writing(pg_url: str, schema: str) -> None:
@@ -115,7 +145,7 @@ def test_a_newer_schema_is_refused_without_writing(pg_url: str, schema: str) -> 
         before = snapshot()
         with pytest.raises(SchemaVersionError) as info:
             PostgresStore(pg_url, schema=schema)
-        assert (info.value.found, info.value.supported) == (2, 1)
+        assert (info.value.found, info.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
         assert snapshot() == before
 
 
@@ -155,12 +185,13 @@ def test_the_url_property_hides_the_password() -> None:
     assert "s3cret" not in kv.display and "s3cret" in kv.conninfo
 
 
+@pytest.mark.clause("EN-3")
 def test_engine_options_from_the_url_apply(pg_url: str, schema: str) -> None:
     sep = "&" if "?" in pg_url else "?"
     with alkstore.open(f"{pg_url}{sep}schema={schema}&max_size=2") as store:
         assert isinstance(store, PostgresStore)
         assert store.schema == schema
-        assert store._pool.max_size == 2
+        assert _ex(store)._pool.max_size == 2
 
 
 @pytest.mark.parametrize(
@@ -208,12 +239,12 @@ def test_listener_reconnects_and_still_wakes_a_blocked_claim(
     store, producer = open_store(), open_store()
     q = store.queue("wake")
     assert q.claim("w", wait_s=0.05) is None  # starts the listener
-    old_pid = store._listener.backend_pid
+    # It connects in the background: on a loaded machine, after the claim.
+    _eventually(lambda: _listener_up(store) and _listener_pid(store) is not None)
+    old_pid = _listener_pid(store)
     assert old_pid is not None
     _terminate(admin, old_pid)
-    _eventually(
-        lambda: store._listener.connected and store._listener.backend_pid not in (None, old_pid)
-    )
+    _eventually(lambda: _listener_up(store) and _listener_pid(store) not in (None, old_pid))
     result: list[object] = []
     started = time.monotonic()
     claimer = threading.Thread(target=lambda: result.append(q.claim("w", wait_s=30)))
@@ -238,7 +269,7 @@ def test_a_listener_lost_mid_wait_makes_sleepers_look_again(
     claimer = threading.Thread(target=lambda: result.append(q.claim("w", wait_s=30)))
     claimer.start()
     time.sleep(0.2)
-    pid = store._listener.backend_pid
+    pid = _listener_pid(store)
     assert pid is not None
     _terminate(admin, pid)
     # Likely sent while the listener is away: only the re-check after the
@@ -251,12 +282,10 @@ def test_a_listener_lost_mid_wait_makes_sleepers_look_again(
 
 def test_user_listeners_survive_a_reconnect(store: PostgresStore, admin: Admin) -> None:
     with store.listen("news") as listener:
-        pid = store._listener.backend_pid
+        pid = _listener_pid(store)
         assert pid is not None
         _terminate(admin, pid)
-        _eventually(
-            lambda: store._listener.connected and store._listener.backend_pid not in (None, pid)
-        )
+        _eventually(lambda: _listener_up(store) and _listener_pid(store) not in (None, pid))
         store.notify("news", {"after": "reconnect"})
         note = listener.get(10)
         assert note is not None and note.payload == {"after": "reconnect"}
@@ -264,7 +293,9 @@ def test_user_listeners_survive_a_reconnect(store: PostgresStore, admin: Admin) 
 
 def test_close_stops_the_listener_thread(store: PostgresStore) -> None:
     listener = store.listen("c")
-    thread = store._listener._thread
+    runner = _ex(store)._listener
+    assert runner is not None
+    thread = runner._thread
     assert thread is not None and thread.is_alive()
     store.close()
     assert not thread.is_alive()
@@ -382,10 +413,442 @@ def test_alkstore_errors_are_not_rewrapped() -> None:
         raise StoreClosed("closed")
 
 
-def test_a_dropped_pooled_connection_is_transient_then_replaced(pg_url: str, schema: str) -> None:
-    with HOOKS.transient_failure(pg_url, {"schema": schema}) as call:
+# ------------------------------------------------------- least privilege (EN-2)
+
+
+def _as_role(url: str, role: str) -> str:
+    return psycopg.conninfo.make_conninfo(parse_url(url).conninfo, user=role)
+
+
+@pytest.fixture
+def role(admin: Admin) -> Iterator[str]:
+    """A fresh login role with no privilege of its own, dropped afterwards."""
+    name = f"alk_role_{uuid.uuid4().hex[:10]}"
+    admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+    try:
+        yield name
+    finally:
+        admin.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def _grant_dml(admin: Admin, schema: str, role: str) -> None:
+    ident, who = sql.Identifier(schema), sql.Identifier(role)
+    admin.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(ident, who))
+    admin.execute(
+        sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {} TO {}").format(
+            ident, who
+        )
+    )
+
+
+def _v1_schema(admin: Admin, schema: str) -> None:
+    """The schema as the previous release left it (version 1)."""
+    st = Statements(schema)
+    admin.execute(st.create_schema, {})
+    for statement in st.migrations[1]:
+        admin.execute(statement, {})
+    admin.execute(st.set_version, {"version": "1"})
+
+
+@pytest.mark.clause("EN-2")
+def test_a_role_owning_only_the_schema_migrates_and_runs(
+    pg_url: str, admin: Admin, role: str, schema: str
+) -> None:
+    admin.execute(
+        sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
+            sql.Identifier(schema), sql.Identifier(role)
+        )
+    )
+    row = admin.execute(
+        "SELECT has_database_privilege(%s, current_database(), 'CREATE')", (role,)
+    ).fetchone()
+    assert row == (False,)
+    with PostgresStore(_as_role(pg_url, role), schema=schema) as store:
+        q = store.queue("q")
+        job_id = q.enqueue(1)
+        job = q.claim("w")
+        assert job is not None and job.id == job_id and job.ack()
+        assert store.stream("s").publish(1) == 1
+        assert store.lock("l", 5) is not None
+        store.schedule("sch", "@hourly", "q")
+        with store.listen("c") as listener:
+            store.notify("c", "hi")
+            note = listener.get(5)
+        assert note is not None and note.payload == "hi"
+
+
+@pytest.mark.clause("EN-2")
+def test_a_dml_only_role_runs_on_a_current_schema_without_ddl(
+    pg_url: str, admin: Admin, role: str, store: PostgresStore
+) -> None:
+    _grant_dml(admin, store.schema, role)
+    # Any DDL would fail for this role: opening issues none.
+    with PostgresStore(_as_role(pg_url, role), schema=store.schema) as limited:
+        q = limited.queue("q")
+        q.enqueue(1)
+        job = q.claim("w")
+        assert job is not None and job.ack()
+        assert limited.executor.store_id == store.executor.store_id
+
+
+@pytest.mark.clause("EN-2")
+def test_a_dml_only_role_on_an_older_schema_is_told_the_migration(
+    pg_url: str, admin: Admin, role: str, schema: str
+) -> None:
+    _v1_schema(admin, schema)
+    _grant_dml(admin, schema, role)
+    with pytest.raises(SchemaVersionError) as info:
+        PostgresStore(_as_role(pg_url, role), schema=schema)
+    assert (info.value.found, info.value.supported) == (1, SCHEMA_VERSION)
+    with pytest.raises(SchemaVersionError) as info:
+        PostgresStore(pg_url, schema=schema, migrate=False)
+    assert (info.value.found, info.value.supported) == (1, SCHEMA_VERSION)
+
+
+def test_version_1_is_upgraded_keeping_its_jobs(pg_url: str, admin: Admin, schema: str) -> None:
+    _v1_schema(admin, schema)
+    jobs = sql.Identifier(schema, "jobs")
+    admin.execute(
+        sql.SQL(
+            "INSERT INTO {} (queue, state, payload, priority, run_at, ready_at, created_at, "
+            "attempts, max_attempts, visibility_timeout_s, backoff_base_s) VALUES "
+            "('q', 'pending', '\"old\"', 0, now(), now(), now(), 2, 5, 30, 1)"
+        ).format(jobs)
+    )
+    with PostgresStore(pg_url, schema=schema) as store:
+        q = store.queue("q")
+        job = q.claim("w")
+        assert job is not None and job.payload == "old" and job.attempts == 3
+        assert job._fence.claim == 3  # type: ignore[attr-defined]  # claims carried over
+        assert store.executor.store_id
+
+
+def test_stores_on_one_schema_share_an_id_and_others_differ(
+    open_store: Opener, pg_url: str
+) -> None:
+    first, second = open_store(), open_store()
+    assert first.executor.store_id == second.executor.store_id
+    with HOOKS.isolated(pg_url, {}, "other") as (_, opts):
+        other = open_store(schema=opts["schema"])
+        assert other.executor.store_id != first.executor.store_id
+        job_id = first.queue("q").enqueue(1)
+        job = first.queue("q").claim("w")
+        assert job is not None and job.id == job_id
+        assert other.queue("q").ack_batch([job]) == 0  # C-7
+        other.close()
+
+
+# ------------------------------------------------------------- options (EN-3)
+
+
+@pytest.mark.clause("EN-3")
+def test_dsn_keeps_the_password_and_drops_engine_options() -> None:
+    from alkstore_postgres._options import parse_options
+
+    cfg = parse_options("postgresql://app:s3cret@db:5433/app?schema=jobs&lock_timeout_s=5", {})
+    assert "s3cret" in cfg.conninfo and "schema" not in cfg.conninfo
+    assert "lock_timeout" not in cfg.conninfo
+    assert "s3cret" not in cfg.display
+    assert (cfg.schema, cfg.lock_timeout_s) == ("jobs", 5.0)
+
+
+@pytest.mark.clause("EN-3")
+def test_store_dsn_opens_the_callers_own_connection(store: PostgresStore) -> None:
+    with psycopg.connect(store.dsn) as conn:
+        job_id = store.queue("q").enqueue("mine", tx=conn)
+    assert store.queue("q").get_job(job_id) is not None
+
+
+@pytest.mark.clause("EN-3")
+@pytest.mark.parametrize(
+    ("query", "keywords"),
+    [
+        ("?schema=a", {"schema": "a"}),
+        ("?pooler=true", {"pooler": True}),
+        ("?lock_timeout_s=1", {"lock_timeout_s": 2}),
+    ],
+)
+def test_an_option_given_twice_is_refused(query: str, keywords: dict[str, Any]) -> None:
+    from alkstore_postgres._options import parse_options
+
+    with pytest.raises(InvalidArgument):
+        parse_options("postgresql://localhost/db" + query, keywords)
+
+
+@pytest.mark.clause("EN-3")
+@pytest.mark.parametrize(
+    ("text", "value"), [("true", True), ("1", True), ("0", False), ("false", False)]
+)
+def test_boolean_options_in_a_url(text: str, value: bool) -> None:
+    from alkstore_postgres._options import parse_options
+
+    cfg = parse_options(f"postgresql://localhost/db?pooler={text}&migrate={text}", {})
+    assert (cfg.pooler, cfg.migrate) == (value, value)
+
+
+@pytest.mark.parametrize(
+    ("url", "keywords"),
+    [
+        ("postgresql://localhost/db?pooler=yes", {}),
+        ("postgresql://localhost/db", {"pooler": "true"}),
+        ("postgresql://localhost/db", {"migrate": 1}),
+        ("postgresql://localhost/db", {"lock_timeout_s": 0}),
+        ("postgresql://localhost/db", {"poll_s": -1}),
+        ("postgresql://localhost/db?listen_url=postgresql://x/y%3Fschema%3Dz", {}),
+    ],
+)
+def test_bad_option_values_are_refused(url: str, keywords: dict[str, Any]) -> None:
+    from alkstore_postgres._options import parse_options
+
+    with pytest.raises(InvalidArgument):
+        parse_options(url, keywords)
+
+
+@pytest.mark.clause("EN-3")
+@pytest.mark.skipif(
+    not os.path.exists("/var/run/postgresql/.s.PGSQL.5432"), reason="no local Unix socket"
+)
+def test_a_unix_socket_url_works(schema: str) -> None:
+    url = "postgresql:///postgres?host=/var/run/postgresql&user=postgres"
+    with alkstore.open(url, schema=schema) as store:
+        q = store.queue("q")
+        q.enqueue(1)
+        assert q.claim("w") is not None
+
+
+# ------------------------------------------------------------ lock timeout (E-2)
+
+
+def _lock_row(conn: psycopg.Connection[Any], store: PostgresStore, job_id: int) -> None:
+    """Hold the row lock of *job_id* in *conn*'s open transaction."""
+    table = sql.Identifier(store.schema, "jobs")
+    conn.execute(sql.SQL("SELECT id FROM {} WHERE id = %s FOR UPDATE").format(table), (job_id,))
+
+
+def test_pooled_connections_carry_the_lock_timeout(open_store: Opener) -> None:
+    store = open_store(lock_timeout_s=12.5)
+    with _ex(store)._pool.connection() as conn:
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("12500ms",)
+
+
+def test_a_write_waits_at_most_lock_timeout_s(open_store: Opener, pg_url: str) -> None:
+    store = open_store(lock_timeout_s=0.3)
+    q = store.queue("q")
+    job_id = q.enqueue(1)
+    with psycopg.connect(pg_url) as holder:
+        _lock_row(holder, store, job_id)
+        started = time.monotonic()
         with pytest.raises(TransientError) as info:
-            call()
-        assert isinstance(info.value.__cause__, psycopg.OperationalError)
-        # The pool threw the broken connection away: the next call works.
-        call()
+            q.cancel(job_id)
+        assert time.monotonic() - started < 5
+        assert isinstance(info.value.__cause__, psycopg.errors.LockNotAvailable)
+        holder.rollback()
+    assert q.cancel(job_id)
+
+
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_a_tx_write_waits_at_most_lock_timeout_s_and_leaves_the_setting(
+    open_store: Opener, pg_url: str, autocommit: bool
+) -> None:
+    store = open_store(lock_timeout_s=0.3)
+    q = store.queue("q")
+    job_id = q.enqueue(1)
+    with (
+        psycopg.connect(pg_url) as holder,
+        psycopg.connect(pg_url, autocommit=autocommit) as conn,
+    ):
+        conn.execute("SET lock_timeout = '7s'")
+        if not autocommit:
+            conn.commit()
+        _lock_row(holder, store, job_id)
+        with pytest.raises(TransientError):
+            q.cancel(job_id, tx=conn)
+        if not autocommit:
+            conn.rollback()
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("7s",)
+        holder.rollback()
+        # A write that went through: the caller's own value is back, in and
+        # after the transaction.
+        other = q.enqueue(2, tx=conn)
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("7s",)
+        if not autocommit:
+            conn.commit()
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("7s",)
+    assert q.get_job(other) is not None
+
+
+# --------------------------------------------------------- dead connections (E-2)
+
+
+def _backends(admin: Admin, app: str) -> list[int]:
+    rows = admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()",
+        (app,),
+    ).fetchall()
+    return [int(pid) for (pid,) in rows]
+
+
+def test_a_pooled_connection_the_server_dropped_is_replaced_unnoticed(
+    open_store: Opener, admin: Admin
+) -> None:
+    app = f"alk-e2-{uuid.uuid4().hex[:8]}"
+    store = open_store(application_name=app, min_size=1, max_size=1)
+    q = store.queue("q")
+    q.stats()
+    pids = _backends(admin, app)
+    assert pids
+    for pid in pids:
+        _terminate(admin, pid)
+    time.sleep(0.1)
+    job_id = q.enqueue(1)  # no error: the dead connection was replaced
+    assert q.get_job(job_id) is not None
+    assert not set(_backends(admin, app)) & set(pids)
+
+
+def test_a_write_whose_connection_dies_before_commit_is_retried_once(
+    open_store: Opener, admin: Admin, pg_url: str
+) -> None:
+    """A bounded enqueue runs in a transaction of its own: while it waits for
+    the queue's depth lock its connection is killed; nothing was committed,
+    so it runs again on a fresh connection and lands once."""
+    app = f"alk-retry-{uuid.uuid4().hex[:8]}"
+    store = open_store(application_name=app)
+    q = store.queue("bounded", QueueOpts(max_depth=5))
+    key = advisory_key("depth", store.schema, "bounded")
+    result: list[object] = []
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+        worker = threading.Thread(target=lambda: result.append(q.enqueue("once")))
+        worker.start()
+
+        def waiting() -> list[int]:
+            rows = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                (app,),
+            ).fetchall()
+            return [int(pid) for (pid,) in rows]
+
+        _eventually(waiting)
+        first = waiting()
+        for pid in first:
+            _terminate(admin, pid)
+        _eventually(lambda: waiting() and not set(waiting()) & set(first))
+        holder.rollback()
+        worker.join(10)
+    assert len(result) == 1 and isinstance(result[0], int)
+    assert q.stats().pending == 1
+
+
+def test_a_write_whose_connection_dies_after_sending_is_not_retried(
+    open_store: Opener, admin: Admin, pg_url: str
+) -> None:
+    app = f"alk-noretry-{uuid.uuid4().hex[:8]}"
+    store = open_store(application_name=app)
+    q = store.queue("q")
+    job_id = q.enqueue(1)
+    errors: list[BaseException] = []
+
+    def cancel() -> None:
+        try:
+            q.cancel(job_id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    with psycopg.connect(pg_url) as holder:
+        _lock_row(holder, store, job_id)
+        worker = threading.Thread(target=cancel)
+        worker.start()
+
+        def waiting() -> list[int]:
+            rows = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                "AND wait_event_type = 'Lock'",
+                (app,),
+            ).fetchall()
+            return [int(pid) for (pid,) in rows]
+
+        _eventually(waiting)
+        for pid in waiting():
+            _terminate(admin, pid)
+        worker.join(10)
+        holder.rollback()
+    assert len(errors) == 1 and isinstance(errors[0], TransientError)
+    assert q.get_job(job_id) is not None
+
+
+def test_an_outage_bounds_blocked_claims_and_the_store_recovers() -> None:
+    from alkstore_postgres.testing import throwaway_cluster
+
+    try:
+        cm = throwaway_cluster()
+        cluster = cm.__enter__()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    try:
+        store = PostgresStore(cluster.url, connect_timeout_s=2)
+        q = store.queue("q")
+        assert q.claim("w", wait_s=0.1) is None  # the listener is up
+        blocked: list[float] = []
+
+        def claim_through() -> None:
+            started = time.monotonic()
+            with contextlib.suppress(TransientError):
+                q.claim("w", wait_s=3)
+            blocked.append(time.monotonic() - started)
+
+        waiter = threading.Thread(target=claim_through)
+        waiter.start()
+        time.sleep(0.3)
+        cluster.stop()
+        waiter.join(15)
+        assert blocked and blocked[0] < 3 + 2.5, blocked
+        started = time.monotonic()
+        with contextlib.suppress(TransientError):
+            q.claim("w", wait_s=2)
+        assert time.monotonic() - started < 2 + 2.5
+        cluster.start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                job_id = q.enqueue("after")
+                break
+            except TransientError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        job = q.claim("w", wait_s=5)
+        assert job is not None and job.id == job_id
+        store.close()
+    finally:
+        cm.__exit__(None, None, None)
+
+
+# ------------------------------------------------------- framework objects (T-2)
+
+
+def test_sqlalchemy_connections_and_sessions_join_as_tx(store: PostgresStore, pg_url: str) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    orm = pytest.importorskip("sqlalchemy.orm")
+    engine = sqlalchemy.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    q = store.queue("sa")
+    try:
+        with engine.connect() as conn, conn.begin() as outer:
+            rolled = q.enqueue("rolled back", tx=conn)
+            outer.rollback()
+        with engine.begin() as conn:
+            kept = q.enqueue("kept", tx=conn)
+        with orm.Session(engine) as session:
+            in_session = q.enqueue("session", tx=session)
+            session.commit()
+    finally:
+        engine.dispose()
+    assert q.get_job(rolled) is None
+    assert q.get_job(kept) is not None and q.get_job(in_session) is not None
+
+
+def test_a_psycopg2_connection_is_refused_with_a_reason(store: PostgresStore) -> None:
+    fake = type("connection", (), {"__module__": "psycopg2.extensions"})()
+    with pytest.raises(InvalidArgument):
+        store.queue("q").enqueue(1, tx=fake)

@@ -1,70 +1,103 @@
-"""Creating and upgrading the engine's schema (ST-1, ST-2).
+"""Creating and upgrading the engine's schema (ST-1, ST-2, EN-2), as one plan
+for both faces.
 
 Everything lives in one engine-owned PostgreSQL schema (default
-``alkstore``). ``meta`` records the schema version; migration *n* brings it
-from *n - 1* to *n*.
+``alkstore``). ``meta`` records the schema version and the store's identity;
+migration *n* brings it from *n - 1* to *n* (:data:`._sql.MIGRATIONS`).
 """
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any
+import contextlib
+import uuid
 
 import psycopg
-from psycopg.rows import tuple_row
 
 from alkstore.errors import SchemaVersionError
 
 from . import _sql
+from ._ops import advisory_key
+from ._plan import ONE, Plan, Q
 
-__all__ = ["SCHEMA_VERSION", "migrate", "migration_lock_key", "stored_version"]
+__all__ = ["SCHEMA_VERSION", "open_plan"]
 
 SCHEMA_VERSION = _sql.SCHEMA_VERSION
 
-
-def migration_lock_key(schema: str) -> int:
-    """The advisory-lock key that serializes migrations of *schema*: a signed
-    64-bit number derived from its name, so that stores on other schemas of
-    the same database do not wait for each other."""
-    digest = hashlib.sha256(f"alkstore.migrate:{schema}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+# Privilege errors of a role that may use the schema but not change it.
+_NOT_ALLOWED = (psycopg.errors.InsufficientPrivilege,)
 
 
-def stored_version(conn: psycopg.Connection[Any], stmts: _sql.Statements, schema: str) -> int:
+def _stored_version(st: _sql.Statements, schema: str) -> Plan[int]:
     """The schema version recorded in *schema*, 0 when there is none."""
-    cur = conn.cursor(row_factory=tuple_row)
-    if cur.execute(_sql.META_EXISTS, {"schema": schema}).fetchone() is None:
+    if (yield Q(_sql.META_EXISTS, {"schema": schema}, ONE)) is None:
         return 0
-    row = cur.execute(stmts.get_version).fetchone()
+    row = yield Q(st.get_version, {}, ONE)
     return int(row[0]) if row is not None else 0
 
 
-def migrate(conn: psycopg.Connection[Any], stmts: _sql.Statements, schema: str) -> int:
-    """Bring *schema* to :data:`SCHEMA_VERSION` and return it.
+def _store_id(st: _sql.Statements) -> Plan[str]:
+    row = yield Q(st.get_store_id, {}, ONE)
+    if row is None:  # pragma: no cover - written by migration 2
+        raise SchemaVersionError(SCHEMA_VERSION, SCHEMA_VERSION, "the schema has no store_id")
+    return str(row[0])
 
-    A current schema costs two reads and takes no lock, so the application
-    role needs no DDL rights once the schema exists. Otherwise one
-    transaction takes an advisory lock keyed on the schema name, re-reads the
-    version and runs the missing steps, so concurrent openers (threads,
+
+def _older(schema: str, found: int, why: str) -> SchemaVersionError:
+    """The error for a schema older than this engine that we may not upgrade,
+    naming the migrations it needs."""
+    needed = ", ".join(
+        f"{v} ({_sql.MIGRATION_TITLES[v]})" for v in range(found + 1, SCHEMA_VERSION + 1)
+    )
+    what = "no alkstore schema" if found == 0 else f"alkstore schema version {found}"
+    return SchemaVersionError(
+        found,
+        SCHEMA_VERSION,
+        f"schema {schema!r} holds {what}; this engine needs version {SCHEMA_VERSION}: "
+        f"migration {needed} must run first ({why}; run `alkstore migrate` as a role that "
+        "owns the schema)",
+    )
+
+
+def open_plan(st: _sql.Statements, schema: str, migrate: bool) -> Plan[str]:
+    """Check (and with *migrate*, create or upgrade) the schema; return the
+    store id. Runs on a connection of its own, in autocommit.
+
+    A current schema costs three reads and takes no lock, so the application
+    role needs no DDL rights once the schema exists (EN-2). Otherwise one
+    transaction takes an advisory lock keyed on the schema name, re-reads
+    the version and runs the missing steps, so concurrent openers (threads,
     processes, hosts) each see either no schema or the finished one (ST-1).
+    ``CREATE SCHEMA`` runs only when the schema is missing: a role that owns
+    the schema but may not create schemas in the database still migrates.
     A newer version is refused before anything is written (ST-2).
     """
-    found = stored_version(conn, stmts, schema)
+    found = yield from _stored_version(st, schema)
     if found == SCHEMA_VERSION:
-        return found
+        return (yield from _store_id(st))
     if found > SCHEMA_VERSION:
         raise SchemaVersionError(found, SCHEMA_VERSION)
-    with conn.transaction():
-        cur = conn.cursor(row_factory=tuple_row)
-        cur.execute(_sql.MIGRATION_LOCK, {"key": migration_lock_key(schema)})
-        found = stored_version(conn, stmts, schema)
+    if not migrate:
+        raise _older(schema, found, "opened with migrate=False")
+    yield Q("BEGIN", None, kind="control")
+    try:
+        yield Q(_sql.MIGRATION_LOCK, {"key": advisory_key("migrate", schema)})
+        found = yield from _stored_version(st, schema)
         if found > SCHEMA_VERSION:
             raise SchemaVersionError(found, SCHEMA_VERSION)
-        if found == SCHEMA_VERSION:
-            return found
-        cur.execute(stmts.create_schema)
-        for version in range(found + 1, SCHEMA_VERSION + 1):
-            for statement in stmts.migrations[version]:
-                cur.execute(statement)
-        cur.execute(stmts.set_version, {"version": str(SCHEMA_VERSION)})
-    return SCHEMA_VERSION
+        if found < SCHEMA_VERSION:
+            if (yield Q(_sql.SCHEMA_EXISTS, {"schema": schema}, ONE)) is None:
+                yield Q(st.create_schema, {})
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                for statement in st.migrations[version]:
+                    yield Q(statement, {"store_id": str(uuid.uuid4())})
+            yield Q(st.set_version, {"version": str(SCHEMA_VERSION)})
+        store_id = yield from _store_id(st)
+    except _NOT_ALLOWED as exc:
+        yield Q("ROLLBACK", None, kind="control")
+        raise _older(schema, found, f"this role may not: {exc.diag.message_primary}") from exc
+    except Exception:
+        with contextlib.suppress(Exception):
+            yield Q("ROLLBACK", None, kind="control")
+        raise
+    yield Q("COMMIT", None, kind="commit")
+    return store_id

@@ -2,20 +2,24 @@
 
 Statements are templates with a ``{schema}`` placeholder, composed once per
 store by :class:`Statements` with :class:`psycopg.sql.Identifier` (so any
-schema name works, quotes included); values always travel as parameters.
-Parameters carry explicit casts, so that a ``None`` or a small ``int`` never
-leaves PostgreSQL guessing a type.
+schema name works, quotes and ``%`` included); values always travel as
+parameters. Parameters carry explicit casts, so that a ``None`` or a small
+``int`` never leaves PostgreSQL guessing a type. Every statement is sent
+with a parameter mapping (perhaps empty), so a ``%`` in the text is always
+read as a placeholder: the schema's own ``%`` are doubled when composed.
 
 Time: every statement that needs "now" reads ``clock_timestamp()`` once, in
 a materialized ``clock`` CTE, and refers to it as ``(SELECT t FROM clock)``:
 that is an init-plan parameter, so the planner can still use it as an index
 bound (C-4). Durations are ``float8`` seconds times ``interval '1 second'``.
 
-Every operation is ONE statement (data-modifying CTEs), hence atomic on any
-connection, the caller's autocommit one included (C-6, docs/adr/0004). Wakes
-are ``pg_notify(<wake channel>, <key>)`` from a one-row CTE, so a statement
-sends one NOTIFY whatever the number of rows (docs/adr/0003). The claim path
-and its indexes are explained in docs/adr/0002.
+Operations are single statements wherever that is possible (data-modifying
+CTEs), hence atomic on any connection, the caller's autocommit one included
+(C-6, docs/adr/0004); the few that need several run them in one transaction
+or savepoint (:mod:`._plan`). Wakes are ``pg_notify(<wake channel>, <key>)``
+from a one-row CTE, so a statement sends one NOTIFY whatever the number of
+rows (docs/adr/0003). The claim path and its indexes are explained in
+docs/adr/0002 and docs/adr/0008.
 """
 
 from __future__ import annotations
@@ -24,15 +28,16 @@ from psycopg import sql
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Statements"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 
 # ----------------------------------------------------------------------- schema
 
 # Without the schema placeholder: the schema may not exist yet.
+SCHEMA_EXISTS = "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %(schema)s::text"
 META_EXISTS = """
 SELECT 1 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s AND c.relname = 'meta' AND c.relkind = 'r'
+WHERE n.nspname = %(schema)s::text AND c.relname = 'meta' AND c.relkind = 'r'
 """
 # Serializes concurrent migrations of one schema until the migration commits.
 MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(%(key)s::bigint)"
@@ -42,8 +47,9 @@ SET_VERSION = """
 INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', %(version)s::text)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value
 """
+GET_STORE_ID = "SELECT value FROM {schema}.meta WHERE key = 'store_id'"
 META_ROWS = "SELECT key, value FROM {schema}.meta ORDER BY key"
-CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+CREATE_SCHEMA = "CREATE SCHEMA {schema}"
 CREATE_META = """
 CREATE TABLE IF NOT EXISTS {schema}.meta (
     key text PRIMARY KEY,
@@ -153,6 +159,164 @@ MIGRATIONS: dict[int, list[str]] = {
         )""",
         "CREATE INDEX IF NOT EXISTS schedules_next ON {schema}.schedules (next_fire_at)",
     ],
+    # Version 2 (as SQLite's): claim numbers that survive redrives (Q-4,
+    # Q-21), unique keys (Q-23), groups (Q-25), the trace context (O-2),
+    # rate limits (R-1), and the store's identity (C-7).
+    2: [
+        """ALTER TABLE {schema}.jobs
+            ADD COLUMN claims integer NOT NULL DEFAULT 0,
+            ADD COLUMN unique_key text,
+            ADD COLUMN grp text,
+            ADD COLUMN group_limit integer,
+            ADD COLUMN parked smallint NOT NULL DEFAULT 0 CHECK (parked IN (0, 1)),
+            ADD COLUMN trace_context text""",
+        "UPDATE {schema}.jobs SET claims = attempts",
+        """ALTER TABLE {schema}.dead
+            ADD COLUMN claims integer NOT NULL DEFAULT 0,
+            ADD COLUMN unique_key text,
+            ADD COLUMN grp text,
+            ADD COLUMN group_limit integer,
+            ADD COLUMN trace_context text""",
+        "UPDATE {schema}.dead SET claims = attempts",
+        # Parked rows (a group at its limit, Q-25) are not claimable: they
+        # leave the claim and ready indexes and wait in the group index.
+        "DROP INDEX {schema}.jobs_claim",
+        """CREATE INDEX jobs_claim ON {schema}.jobs (queue, priority DESC, ready_at, id)
+            WHERE attempts < max_attempts AND parked = 0""",
+        "DROP INDEX {schema}.jobs_ready",
+        """CREATE INDEX jobs_ready ON {schema}.jobs (queue, ready_at)
+            WHERE attempts < max_attempts AND parked = 0""",
+        "CREATE INDEX jobs_parked ON {schema}.jobs (queue) WHERE parked = 1",
+        # A group's rows by parked-ness, each in claim order: its slot holders
+        # (parked = 0) are counted on at most group_limit entries, the next
+        # row to unpark is one probe (Q-25, docs/adr/0014).
+        """CREATE INDEX jobs_group
+            ON {schema}.jobs (queue, grp, parked, priority DESC, ready_at, id)
+            WHERE grp IS NOT NULL""",
+        # Every path that may move a slot of a limited group runs through
+        # these triggers: inserts (enqueues, redrives, schedule fires) and
+        # retries wait parked, then the group is rebalanced; a slot holder's
+        # delete (ack, cancel, a move to dead) frees its slot. Ungrouped rows
+        # pay only the WHEN test.
+        """CREATE FUNCTION {schema}.group_slots() RETURNS trigger
+            LANGUAGE plpgsql AS $body$
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                PERFORM {schema}.rebalance_group(OLD.queue, OLD.grp);
+            ELSE
+                UPDATE {schema}.jobs SET parked = 1
+                WHERE id = NEW.id AND state = 'pending' AND parked = 0;
+                PERFORM {schema}.rebalance_group(NEW.queue, NEW.grp);
+            END IF;
+            RETURN NULL;
+        END
+        $body$""",
+        """CREATE TRIGGER jobs_group_insert AFTER INSERT ON {schema}.jobs
+            FOR EACH ROW WHEN (NEW.group_limit IS NOT NULL AND NEW.grp IS NOT NULL)
+            EXECUTE FUNCTION {schema}.group_slots()""",
+        """CREATE TRIGGER jobs_group_retry AFTER UPDATE OF state ON {schema}.jobs
+            FOR EACH ROW WHEN (OLD.state = 'processing' AND NEW.state = 'pending'
+                               AND NEW.group_limit IS NOT NULL AND NEW.grp IS NOT NULL
+                               AND NEW.attempts = OLD.attempts)
+            EXECUTE FUNCTION {schema}.group_slots()""",
+        """CREATE TRIGGER jobs_group_delete AFTER DELETE ON {schema}.jobs
+            FOR EACH ROW WHEN (OLD.group_limit IS NOT NULL AND OLD.grp IS NOT NULL
+                               AND OLD.parked = 0)
+            EXECUTE FUNCTION {schema}.group_slots()""",
+        # Only live rows hold a key: the dead table has no such index.
+        """CREATE UNIQUE INDEX jobs_unique ON {schema}.jobs (queue, unique_key)
+            WHERE unique_key IS NOT NULL""",
+        "CREATE INDEX dead_died ON {schema}.dead (queue, died_at)",
+        # GCRA: one row per limiter; tat is the theoretical arrival time in
+        # seconds since the epoch, on the server's clock.
+        """CREATE TABLE {schema}.rate_limits (
+            name text PRIMARY KEY,
+            tat double precision NOT NULL,
+            granted boolean NOT NULL DEFAULT true
+        )""",
+        # Names this database and schema for C-7 (two stores on it are one).
+        """INSERT INTO {schema}.meta (key, value) VALUES ('store_id', %(store_id)s::text)
+            ON CONFLICT (key) DO NOTHING""",
+    ],
+    # Version 3 (as SQLite's): a limited group's waiting slot holders by
+    # expiry, so that a claim finds one that expired (it can never run, yet
+    # holds a slot) with one probe; and the rebalance that gives a slot to a
+    # row ready now before one that waits (Q-25, docs/adr/0014).
+    3: [
+        """CREATE INDEX IF NOT EXISTS jobs_group_expiry ON {schema}.jobs (queue, expires_at)
+            WHERE grp IS NOT NULL AND parked = 0 AND state = 'pending'
+              AND expires_at IS NOT NULL""",
+        # A group's slots go to its best rows, never more than its limit:
+        # "best" is a row ready now before one that waits (a delay, a retry's
+        # backoff), then claim order. Serialized per group by a
+        # transaction-level advisory lock; claims never take it (they only
+        # turn a slot holder from pending to processing).
+        """CREATE OR REPLACE FUNCTION {schema}.rebalance_group(q text, g text) RETURNS void
+            LANGUAGE plpgsql AS $body$
+        DECLARE
+            best record;
+            worst record;
+            lim integer;
+            holders integer;
+            now_t timestamptz := clock_timestamp();
+        BEGIN
+            PERFORM pg_advisory_xact_lock(
+                hashtextextended('alkstore.group' || chr(1) || q || chr(1) || g, 0));
+            LOOP
+                SELECT id, priority, ready_at, group_limit INTO best FROM {schema}.jobs
+                WHERE queue = q AND grp = g AND parked = 1 AND ready_at <= now_t
+                ORDER BY priority DESC, ready_at, id LIMIT 1;
+                IF best.id IS NULL THEN
+                    SELECT id, priority, ready_at, group_limit INTO best FROM {schema}.jobs
+                    WHERE queue = q AND grp = g AND parked = 1
+                    ORDER BY priority DESC, ready_at, id LIMIT 1;
+                END IF;
+                SELECT id, priority, ready_at, group_limit INTO worst FROM {schema}.jobs
+                WHERE queue = q AND grp = g AND parked = 0 AND state = 'pending'
+                  AND ready_at > now_t
+                ORDER BY priority ASC, ready_at DESC, id DESC LIMIT 1;
+                IF worst.id IS NULL THEN
+                    SELECT id, priority, ready_at, group_limit INTO worst FROM {schema}.jobs
+                    WHERE queue = q AND grp = g AND parked = 0 AND state = 'pending'
+                    ORDER BY priority ASC, ready_at DESC, id DESC LIMIT 1;
+                END IF;
+                lim := best.group_limit;
+                IF worst.id IS NOT NULL AND (lim IS NULL OR worst.group_limit < lim) THEN
+                    lim := worst.group_limit;
+                END IF;
+                IF lim IS NULL THEN
+                    RETURN;
+                END IF;
+                SELECT count(*) INTO holders FROM (
+                    SELECT 1 FROM {schema}.jobs WHERE queue = q AND grp = g AND parked = 0
+                    LIMIT lim + 1) h;
+                IF best.id IS NOT NULL AND holders < lim THEN
+                    UPDATE {schema}.jobs SET parked = 0 WHERE id = best.id;
+                ELSIF worst.id IS NOT NULL AND holders > lim THEN
+                    UPDATE {schema}.jobs SET parked = 1 WHERE id = worst.id AND state = 'pending';
+                ELSIF best.id IS NOT NULL AND worst.id IS NOT NULL
+                      AND (best.ready_at > now_t, -best.priority, best.ready_at, best.id)
+                          < (worst.ready_at > now_t, -worst.priority, worst.ready_at, worst.id)
+                THEN
+                    UPDATE {schema}.jobs SET parked = 1 WHERE id = worst.id AND state = 'pending';
+                    IF FOUND THEN
+                        UPDATE {schema}.jobs SET parked = 0 WHERE id = best.id;
+                    ELSE
+                        RETURN;
+                    END IF;
+                ELSE
+                    RETURN;
+                END IF;
+            END LOOP;
+        END
+        $body$""",
+    ],
+}
+#: What each migration brings, for the error a role that cannot run it gets.
+MIGRATION_TITLES = {
+    1: "the engine's tables",
+    2: "claim numbers, unique keys, groups, trace context, rate limits",
+    3: "group slots for ready rows first, expired slot holders",
 }
 
 # ------------------------------------------------------------------------ queue
@@ -163,7 +327,7 @@ _NOW = "(SELECT t FROM clock)"
 _JOB_COLUMNS = (
     "id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id, "
     "attempts, max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, "
-    "expires_at"
+    "expires_at, claims, unique_key, grp, group_limit, trace_context"
 )
 
 
@@ -177,16 +341,42 @@ def _to_dead(source: str, error: str) -> str:
     )
 
 
+# Q-12/Q-15: the rows of a queue that can never run again, each found on its
+# partial index: expired ones, and lapsed claims with no budget left.
+_PICK_EXPIRED = f"""
+SELECT id FROM {{schema}}.jobs
+WHERE queue = %(queue)s::text AND expires_at IS NOT NULL AND expires_at <= {_NOW}
+FOR UPDATE SKIP LOCKED"""
+_PICK_EXHAUSTED = f"""
+SELECT id FROM {{schema}}.jobs
+WHERE queue = %(queue)s::text AND attempts >= max_attempts AND ready_at <= {_NOW}
+  AND (expires_at IS NULL OR expires_at > {_NOW})
+FOR UPDATE SKIP LOCKED"""
+# Bulk moves pick their rows with id = ANY (ARRAY (...)): with IN (...)
+# PostgreSQL misjudged the row counts and scanned (docs/adr/0008).
+_STALE_CTES = f"""
+expired AS (
+    DELETE FROM {{schema}}.jobs WHERE id = ANY (ARRAY ({_PICK_EXPIRED}))
+    RETURNING *),
+exhausted AS (
+    DELETE FROM {{schema}}.jobs WHERE id = ANY (ARRAY ({_PICK_EXHAUSTED}))
+    RETURNING *),
+buried_expired AS ({_to_dead("expired", "'expired'")}),
+buried_exhausted AS ({_to_dead("exhausted", "'max attempts exceeded'")})"""
+
 _INSERT_JOB = """
 INSERT INTO {schema}.jobs (
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
-    visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at)
+    visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
+    unique_key, grp, group_limit, parked, trace_context)
 """
-# The values of one new job; :run_at wins over :delay_s (NewJob).
+# The values of one new job; :run_at wins over :delay_s (NewJob). A row of
+# a limited group is parked and rebalanced by the trigger of its group.
 _JOB_VALUES = """
     %(queue)s::text, 'pending', {payload}, %(priority)s::int, r.run_at, r.run_at, c.t,
     %(max_attempts)s::int, %(vt)s::float8, %(backoff)s::float8, %(retention)s::float8,
-    c.t + %(expires_s)s::float8 * interval '1 second'
+    c.t + %(expires_s)s::float8 * interval '1 second', {key}, %(grp)s::text,
+    %(group_limit)s::int, 0, %(trace)s::text
 """
 _JOB_SOURCES = """
 clock c CROSS JOIN LATERAL (
@@ -195,11 +385,16 @@ clock c CROSS JOIN LATERAL (
 """
 _WAKE_QUEUE = "wake AS MATERIALIZED (SELECT pg_notify(%(wake)s::text, %(queue)s::text))"
 
+
+def _values(payload: str, key: str) -> str:
+    return _JOB_VALUES.replace("{payload}", payload).replace("{key}", key)
+
+
 ENQUEUE = (
     f"WITH {_CLOCK}, {_WAKE_QUEUE}"
     + _INSERT_JOB
     + "SELECT "
-    + _JOB_VALUES.replace("{payload}", "%(payload)s::json")
+    + _values("%(payload)s::json", "NULL")
     + " FROM "
     + _JOB_SOURCES
     + " CROSS JOIN wake RETURNING id"
@@ -211,31 +406,160 @@ ENQUEUE_MANY = (
     f"WITH {_CLOCK}, {_WAKE_QUEUE}"
     + _INSERT_JOB
     + "SELECT "
-    + _JOB_VALUES.replace("{payload}", "p.payload::json")
+    + _values("p.payload::json", "NULL")
     + " FROM "
     + _JOB_SOURCES
     + " CROSS JOIN wake"
-    + " CROSS JOIN unnest(%(payloads)s::text[]) WITH ORDINALITY AS p(payload, ord)"
+    + " CROSS JOIN unnest(%(payloads)b::text[]) WITH ORDINALITY AS p(payload, ord)"
     + " ORDER BY p.ord RETURNING id"
 )
 
-# The claimable rows, in claim order, walking the claim index (no sort).
-_PICK = f"""
-SELECT id FROM {{schema}}.jobs
-WHERE queue = %(queue)s::text AND attempts < max_attempts AND ready_at <= {_NOW}
-  AND (expires_at IS NULL OR expires_at > {_NOW})
-ORDER BY priority DESC, ready_at, id
-LIMIT %(n)s::int
-FOR UPDATE SKIP LOCKED
+# Producer group commit (docs/adr/0008): the plain enqueues of several
+# callers, of any queues and stamps, as one statement and one commit. Rows
+# go in array order; identity values follow the ORDER BY, so the ids sorted
+# ascending are the callers' jobs in order. One NOTIFY per queue.
+ENQUEUE_ROWS = f"""
+WITH {_CLOCK},
+rows AS (
+    SELECT * FROM unnest(
+        %(queues)s::text[], %(payloads)b::text[], %(priorities)s::int[],
+        %(run_ats)s::timestamptz[], %(delays)s::float8[], %(max_attempts)s::int[],
+        %(vts)s::float8[], %(backoffs)s::float8[], %(retentions)s::float8[],
+        %(expires)s::float8[], %(grps)s::text[], %(limits)s::int[], %(traces)s::text[])
+        WITH ORDINALITY AS r(queue, payload, priority, run_at, delay_s, max_attempts, vt,
+                             backoff, retention, expires_s, grp, group_limit, trace, ord)),
+wake AS MATERIALIZED (
+    SELECT pg_notify(%(wake)s::text, d.queue) FROM (SELECT DISTINCT queue FROM rows) d)
+INSERT INTO {{schema}}.jobs (
+    queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
+    visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
+    unique_key, grp, group_limit, parked, trace_context)
+SELECT r.queue, 'pending', r.payload::json, r.priority, a.at, a.at, c.t, r.max_attempts,
+    r.vt, r.backoff, r.retention, c.t + r.expires_s * interval '1 second',
+    NULL, r.grp, r.group_limit, 0, r.trace
+FROM rows r CROSS JOIN clock c
+CROSS JOIN LATERAL (SELECT COALESCE(r.run_at, c.t + r.delay_s * interval '1 second') AS at) a
+CROSS JOIN (SELECT count(*) FROM wake) w
+ORDER BY r.ord
+RETURNING id
 """
 
-# Q-12: lapsed claims with no budget left, found on the exhausted index.
-_EXHAUSTED = f"""
-DELETE FROM {{schema}}.jobs WHERE id = ANY (ARRAY (
+# Q-23 in one statement. First the holders of these keys that can never run
+# again go to dead; then the insert skips every key a live job holds (the
+# unique index decides, waiting for a holder another transaction has not
+# committed yet). The insert reads the stale CTE, so that runs first. The
+# queue is woken only when something was written.
+_CANNOT_RUN = f"""
+((expires_at IS NOT NULL AND expires_at <= {_NOW})
+ OR (attempts >= max_attempts AND state = 'processing' AND ready_at <= {_NOW}))"""
+ENQUEUE_UNIQUE = (
+    f"""
+WITH {_CLOCK},
+stale AS (
+    DELETE FROM {{schema}}.jobs WHERE id = ANY (ARRAY (
+        SELECT id FROM {{schema}}.jobs
+        WHERE queue = %(queue)s::text AND unique_key = ANY (%(keys)s::text[]) AND {_CANNOT_RUN}
+        FOR UPDATE))
+    RETURNING *),
+buried AS ({
+        _to_dead(
+            "stale",
+            "CASE WHEN expires_at IS NOT NULL AND expires_at <= (SELECT t FROM clock) "
+            "THEN 'expired' ELSE 'max attempts exceeded' END",
+        )
+    }),
+inserted AS ("""
+    + _INSERT_JOB
+    + "SELECT "
+    + _values("p.payload::json", "p.key")
+    + " FROM "
+    + _JOB_SOURCES
+    + " CROSS JOIN unnest(%(payloads)b::text[], %(keys)s::text[])"
+    + " WITH ORDINALITY AS p(payload, key, ord)"
+    + " WHERE (SELECT count(*) FROM stale) >= 0"
+    + " ORDER BY p.ord"
+    + " ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
+    + """ RETURNING id, unique_key),
+wake AS MATERIALIZED (SELECT pg_notify(%(wake)s::text, %(queue)s::text))
+SELECT i.id, i.unique_key, (SELECT count(*) FROM wake) FROM inserted i
+"""
+)
+# The live job holding each key (after an insert that skipped some).
+KEY_HOLDERS = """
+SELECT unique_key, id FROM {schema}.jobs
+WHERE queue = %(queue)s::text AND unique_key = ANY (%(keys)s::text[])
+"""
+
+# Q-24: bounded enqueues of one queue take turns on a transaction-level
+# advisory lock (acks and claims never take it); the key names the schema
+# and queue.
+DEPTH_LOCK = "SELECT pg_advisory_xact_lock(%(key)s::bigint)"
+# Before counting, rows that can never run again go to dead (they do not
+# count, and must not be read past).
+BURY_STALE = f"""
+WITH {_CLOCK}, {_STALE_CTES}
+SELECT (SELECT count(*) FROM expired) + (SELECT count(*) FROM exhausted)
+"""
+# Unfinished jobs of a queue, reading at most :n index entries: live rows
+# fall into exactly one of three partial indexes (claimable or claimed with
+# budget left, at budget, parked in a group), each read only as far as the
+# earlier ones left room. The ORDER BY follows the indexes, so that the
+# planner walks them rather than scanning the table up to the limit.
+COUNT_UNFINISHED = """
+WITH a AS (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM {schema}.jobs
+        WHERE queue = %(queue)s::text AND attempts < max_attempts AND parked = 0
+        ORDER BY ready_at LIMIT %(n)s::int) x),
+b AS (
+    SELECT a.n + (SELECT count(*) FROM (
+        SELECT 1 FROM {schema}.jobs
+        WHERE queue = %(queue)s::text AND attempts >= max_attempts
+        ORDER BY ready_at LIMIT (SELECT %(n)s::int - n FROM a)) y) AS n
+    FROM a)
+SELECT b.n + (SELECT count(*) FROM (
+    SELECT 1 FROM {schema}.jobs
+    WHERE queue = %(queue)s::text AND attempts < max_attempts AND parked = 1
+    LIMIT (SELECT %(n)s::int - n FROM b)) z)
+FROM b
+"""
+
+# A waiting row of a limited group that expired (on jobs_group_expiry).
+_GROUP_EXPIRED = f"""queue = %(queue)s::text AND grp IS NOT NULL AND parked = 0
+          AND state = 'pending' AND expires_at IS NOT NULL AND expires_at <= {_NOW}"""
+
+# The claimable rows, in claim order, walking the claim index (no sort) one
+# priority level at a time: rows that cannot be claimed now (in flight,
+# scheduled) sit in the index beside the ready ones, and a single walk in
+# (priority, ready_at) order would step over every such row of a higher
+# level than the first ready one (a full group's slot holders are exactly
+# that). The levels are found by skipping from one to the next (a probe
+# each, PostgreSQL has no skip scan before 18); within a level the ready
+# rows come first, one range seek. The nested loop runs lazily under the
+# outer LIMIT, so a level below is read (and its rows locked) only while the
+# claim wants more (C-8, docs/adr/0014). The batch size is written into the
+# text ({limit}): a parameter there made PostgreSQL plan every claim afresh
+# (LESSONS).
+_LEVELS = """levels(p) AS (
+    SELECT (SELECT priority FROM {schema}.jobs
+            WHERE queue = %(queue)s::text AND attempts < max_attempts AND parked = 0
+            ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT priority FROM {schema}.jobs
+            WHERE queue = %(queue)s::text AND attempts < max_attempts AND parked = 0
+              AND priority < l.p
+            ORDER BY priority DESC LIMIT 1)
+    FROM levels l WHERE l.p IS NOT NULL)"""
+_PICK = f"""
+SELECT j.id FROM levels l CROSS JOIN LATERAL (
     SELECT id FROM {{schema}}.jobs
-    WHERE queue = %(queue)s::text AND attempts >= max_attempts AND ready_at <= {_NOW}
-    FOR UPDATE SKIP LOCKED))
-RETURNING *
+    WHERE queue = %(queue)s::text AND attempts < max_attempts AND parked = 0
+      AND priority = l.p AND ready_at <= {_NOW} AND (expires_at IS NULL OR expires_at > {_NOW})
+    ORDER BY ready_at, id
+    LIMIT {{limit}}
+    FOR UPDATE SKIP LOCKED) j
+WHERE l.p IS NOT NULL
+LIMIT {{limit}}
 """
 
 # The claim: one statement, one round trip. It claims up to n rows and says
@@ -244,17 +568,20 @@ RETURNING *
 # dead-lettering CTEs in every claim cost about 15 % of a claim + ack, mostly
 # in planning, for work that is almost never there. run_at = ready_at
 # records, for a reclaim, when the lapsed claim became ready again (for a
-# pending row the two are equal); it also gives the claim order of the
-# returned rows. With nothing claimed, one row of NULLs carries the flag.
-# The flag is an ORDER BY ... LIMIT 1 probe, not EXISTS: PostgreSQL
-# misjudges attempts >= max_attempts and scanned the table for EXISTS.
+# pending row the two are equal); it gives the claim order of the returned
+# rows, the queue time (O-1), and where a release puts the row back (Q-26).
+# claims counts every claim and is never reset (Q-4). With nothing claimed,
+# one row of NULLs carries the flag. The flag is an ORDER BY ... LIMIT 1
+# probe, not EXISTS: PostgreSQL misjudges attempts >= max_attempts and
+# scanned the table for EXISTS.
 CLAIM = f"""
-WITH {_CLOCK},
+WITH RECURSIVE {_CLOCK}, {_LEVELS},
 picked AS ({_PICK}),
 claimed AS (
     UPDATE {{schema}}.jobs j
     SET state = 'processing',
         attempts = j.attempts + 1,
+        claims = j.claims + 1,
         claimed_at = c.t,
         run_at = j.ready_at,
         deadline = c.t + j.visibility_timeout_s * interval '1 second',
@@ -262,55 +589,114 @@ claimed AS (
         worker_id = %(worker)s::text
     FROM picked p, clock c
     WHERE j.id = p.id
-    RETURNING j.id, j.payload::text AS payload, j.attempts, j.max_attempts, j.priority,
-        j.run_at, j.deadline, j.visibility_timeout_s, j.backoff_base_s)
+    RETURNING j.id, j.queue, j.payload::text AS payload, j.attempts, j.claims, j.max_attempts,
+        j.priority, j.run_at, j.claimed_at, j.deadline, j.visibility_timeout_s,
+        j.backoff_base_s, j.grp, j.trace_context)
 SELECT claimed.*, flag.exhausted
 FROM (SELECT (
         SELECT ready_at FROM {{schema}}.jobs
         WHERE queue = %(queue)s::text AND attempts >= max_attempts AND ready_at <= {_NOW}
         ORDER BY ready_at LIMIT 1
+      ) IS NOT NULL OR (
+        SELECT expires_at FROM {{schema}}.jobs
+        WHERE {_GROUP_EXPIRED}
+        ORDER BY expires_at LIMIT 1
       ) IS NOT NULL AS exhausted) flag
 LEFT JOIN claimed ON true
 """
 
-# Q-12: move the queue's lapsed claims with no budget left to dead.
+# Q-12: move the queue's lapsed claims with no budget left to dead; Q-25:
+# and the waiting rows of limited groups that expired, which hold slots
+# they can never use (each delete rebalances its group, by trigger).
 EXHAUST = f"""
 WITH {_CLOCK},
-exhausted AS ({_EXHAUSTED}),
-buried AS ({_to_dead("exhausted", "'max attempts exceeded'")} RETURNING 1)
-SELECT count(*) FROM buried
+exhausted AS (
+    DELETE FROM {{schema}}.jobs WHERE id = ANY (ARRAY (
+        SELECT id FROM {{schema}}.jobs
+        WHERE queue = %(queue)s::text AND attempts >= max_attempts AND ready_at <= {_NOW}
+        FOR UPDATE SKIP LOCKED))
+    RETURNING *),
+expired AS (
+    DELETE FROM {{schema}}.jobs WHERE id = ANY (ARRAY (
+        SELECT id FROM {{schema}}.jobs WHERE {_GROUP_EXPIRED}
+        FOR UPDATE SKIP LOCKED))
+    RETURNING *),
+buried AS ({_to_dead("exhausted", "'max attempts exceeded'")} RETURNING 1),
+buried_expired AS ({_to_dead("expired", "'expired'")} RETURNING 1)
+SELECT (SELECT count(*) FROM buried) + (SELECT count(*) FROM buried_expired)
 """
 
 # The claim's row selection alone, for plan checks.
-CLAIM_PICK = f"WITH {_CLOCK} {_PICK}"
+CLAIM_PICK = f"WITH RECURSIVE {_CLOCK}, {_LEVELS} {_PICK}"
 
-# Seconds until the earliest claimable, unexpired row is ready (negative when
-# it already is: a row that turned ready after the last attempt must end the
-# wait at once, not at the next wake), from the ready index (the wait loops
-# never walk the claim index). ORDER BY ... LIMIT 1 rather than min():
-# PostgreSQL does not turn min() into an index probe in a query with a CTE.
-NEXT_READY = f"""
-WITH {_CLOCK}
-SELECT EXTRACT(EPOCH FROM ready_at - {_NOW})::float8 FROM {{schema}}.jobs
-WHERE queue = %(queue)s::text AND attempts < max_attempts
-  AND (expires_at IS NULL OR expires_at > {_NOW})
-ORDER BY ready_at LIMIT 1
+# R-1 inside a claim's transaction: the limiter row, locked until the claim
+# commits (created first if missing, so that two first claims cannot both
+# take a full burst), and the server's clock the units are counted from.
+RATE_LOCK = """
+INSERT INTO {schema}.rate_limits AS r (name, tat)
+VALUES (%(name)s::text, EXTRACT(EPOCH FROM clock_timestamp())::float8)
+ON CONFLICT (name) DO NOTHING
+"""
+RATE_READ = """
+SELECT tat, EXTRACT(EPOCH FROM clock_timestamp())::float8 FROM {schema}.rate_limits
+WHERE name = %(name)s::text FOR UPDATE
+"""
+RATE_TAKE = "UPDATE {schema}.rate_limits SET tat = %(tat)s::float8 WHERE name = %(name)s::text"
+
+# GCRA (R-1) in one statement: take :cost (n * interval) when the arrival
+# time, moved past now, stays within :burst_t (burst * interval) of now. The
+# row always comes back, with whether the units were granted (both SET
+# expressions see the row as it was) and the clock they were judged by.
+ACQUIRE_RATE = """
+WITH clock AS MATERIALIZED (SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS t)
+INSERT INTO {schema}.rate_limits AS r (name, tat, granted)
+SELECT %(name)s::text, c.t + %(cost)s::float8, true FROM clock c
+ON CONFLICT (name) DO UPDATE SET
+    tat = CASE WHEN greatest(r.tat, (SELECT t FROM clock)) + %(cost)s::float8
+                    - %(burst_t)s::float8 <= (SELECT t FROM clock)
+               THEN greatest(r.tat, (SELECT t FROM clock)) + %(cost)s::float8 ELSE r.tat END,
+    granted = greatest(r.tat, (SELECT t FROM clock)) + %(cost)s::float8
+              - %(burst_t)s::float8 <= (SELECT t FROM clock)
+RETURNING tat, granted, (SELECT t FROM clock)
 """
 
-# Fencing: (id, attempts), still processing, deadline not passed (Q-4, Q-7).
+# Seconds until the earliest claimable, unexpired row of any of the queues is
+# ready (negative when it already is: a row that turned ready after the last
+# attempt must end the wait at once), one probe of the ready index per queue
+# (the wait loops never walk the claim index). ORDER BY ... LIMIT 1 rather
+# than min(): PostgreSQL does not turn min() into an index probe in a query
+# with a CTE.
+NEXT_READY = f"""
+WITH {_CLOCK}
+SELECT min(r.s) FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    (SELECT EXTRACT(EPOCH FROM j.ready_at - {_NOW})::float8 AS s FROM {{schema}}.jobs j
+     WHERE j.queue = q.name AND j.attempts < j.max_attempts AND j.parked = 0
+       AND (j.expires_at IS NULL OR j.expires_at > {_NOW})
+     ORDER BY j.ready_at LIMIT 1)
+    UNION ALL
+    -- Q-25: a waiting slot holder's expiry may hand its slot to a parked row.
+    (SELECT EXTRACT(EPOCH FROM j.expires_at - {_NOW})::float8 FROM {{schema}}.jobs j
+     WHERE j.queue = q.name AND j.grp IS NOT NULL AND j.parked = 0 AND j.state = 'pending'
+       AND j.expires_at IS NOT NULL AND j.expires_at > {_NOW}
+     ORDER BY j.expires_at LIMIT 1)) r
+"""
+
+# Fencing: (id, claim number), still processing, deadline not passed (Q-4, Q-7).
 _FENCE = f"""
-id = %(id)s::bigint AND attempts = %(attempt)s::int AND state = 'processing'
+id = %(id)s::bigint AND claims = %(claim)s::int AND state = 'processing'
 AND deadline > {_NOW}
 """
 
 ACK = f"WITH {_CLOCK} DELETE FROM {{schema}}.jobs WHERE {_FENCE}"
 
-ACK_BATCH = f"""
+# Many fences (of any queues) in one statement; the ids that landed come back.
+ACK_MANY = f"""
 WITH {_CLOCK}
 DELETE FROM {{schema}}.jobs j
-USING unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS h(id, attempt)
-WHERE j.id = h.id AND j.attempts = h.attempt AND j.queue = %(queue)s::text
-  AND j.state = 'processing' AND j.deadline > {_NOW}
+USING unnest(%(ids)s::bigint[], %(claims)s::int[]) AS h(id, claim)
+WHERE j.id = h.id AND j.claims = h.claim AND j.state = 'processing' AND j.deadline > {_NOW}
+RETURNING j.id, j.claims
 """
 
 HEARTBEAT = f"""
@@ -322,8 +708,10 @@ WHERE {_FENCE}
 RETURNING deadline
 """
 
-# Q-10 with budget left: back to pending, and a wake for the queue.
-RETRY_PENDING = f"""
+# Q-10 in one statement: with budget left back to pending (and a wake for
+# the queue), at budget to dead with the caller's error. The two conditions
+# exclude each other, so at most one row comes back.
+RETRY = f"""
 WITH {_CLOCK},
 moved AS (
     UPDATE {{schema}}.jobs
@@ -332,15 +720,30 @@ moved AS (
         ready_at = {_NOW} + %(delay_s)s::float8 * interval '1 second',
         deadline = NULL
     WHERE {_FENCE} AND attempts < max_attempts
-    RETURNING queue)
+    RETURNING queue),
+gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} AND attempts >= max_attempts RETURNING *),
+buried AS ({_to_dead("gone", "%(error)s::text")} RETURNING 1)
 SELECT pg_notify(%(wake)s::text, queue) FROM moved
+UNION ALL SELECT NULL FROM buried
 """
 
-# Q-10 at budget, Q-11: the claim's row to dead with the caller's error.
+# Q-11: the claim's row to dead with the caller's error.
 FENCED_TO_DEAD = f"""
 WITH {_CLOCK},
 gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} RETURNING *)
 {_to_dead("gone", "%(error)s::text")}
+"""
+
+# Q-26: back where it stood in claim order (run_at kept the ready time the
+# claim took it at), the attempt not counted; the queue is woken.
+RELEASE = f"""
+WITH {_CLOCK},
+moved AS (
+    UPDATE {{schema}}.jobs
+    SET state = 'pending', attempts = attempts - 1, ready_at = run_at, deadline = NULL
+    WHERE {_FENCE}
+    RETURNING queue)
+SELECT pg_notify(%(wake)s::text, queue) FROM moved
 """
 
 CANCEL = "DELETE FROM {schema}.jobs WHERE id = %(id)s::bigint AND queue = %(queue)s::text"
@@ -349,13 +752,14 @@ _INFO_LIVE = """
 SELECT id, queue, payload::text, priority, run_at, created_at, claimed_at, deadline,
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, state, NULL::text AS last_error,
-    NULL::timestamptz AS died_at
+    NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context
 FROM {schema}.jobs
 """
 _INFO_DEAD = """
 SELECT id, queue, payload::text, priority, run_at, created_at, claimed_at, deadline,
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
-    dead_letter_retention_s, expires_at, 'dead' AS state, last_error, died_at
+    dead_letter_retention_s, expires_at, 'dead' AS state, last_error, died_at,
+    unique_key, grp, group_limit, trace_context
 FROM {schema}.dead
 """
 
@@ -368,13 +772,17 @@ GET_JOB = (
     + "WHERE id = %(id)s::bigint AND queue = %(queue)s::text"
 )
 
-# Live rows of one queue are exactly the union of the two partial indexes
-# (attempts < max_attempts, attempts >= max_attempts): each branch reads
-# its queue's rows from one of them rather than the whole table.
+# Every index of the jobs table is partial, so a queue's live rows are read
+# as the union of three disjoint branches, each on one of them (claim or
+# ready, exhausted, parked), never the whole table.
 _LIVE_BRANCHES = """
-SELECT * FROM {schema}.jobs WHERE queue = %(queue)s::text AND attempts < max_attempts
+SELECT * FROM {schema}.jobs
+WHERE queue = %(queue)s::text AND attempts < max_attempts AND parked = 0
 UNION ALL
 SELECT * FROM {schema}.jobs WHERE queue = %(queue)s::text AND attempts >= max_attempts
+UNION ALL
+SELECT * FROM {schema}.jobs
+WHERE queue = %(queue)s::text AND attempts < max_attempts AND parked = 1
 """
 
 LIST_LIVE = (
@@ -392,7 +800,8 @@ SELECT
     count(*) FILTER (WHERE state = 'pending' AND run_at <= {_NOW}),
     count(*) FILTER (WHERE state = 'pending' AND run_at > {_NOW}),
     count(*) FILTER (WHERE state = 'processing'),
-    (SELECT count(*) FROM {{schema}}.dead WHERE queue = %(queue)s::text)
+    (SELECT count(*) FROM {{schema}}.dead WHERE queue = %(queue)s::text),
+    min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {_NOW})
 FROM ({_LIVE_BRANCHES}) AS live
 """
 
@@ -403,11 +812,12 @@ live AS (
     SELECT queue,
         count(*) FILTER (WHERE state = 'pending' AND run_at <= {_NOW}) AS pending,
         count(*) FILTER (WHERE state = 'pending' AND run_at > {_NOW}) AS scheduled,
-        count(*) FILTER (WHERE state = 'processing') AS processing
+        count(*) FILTER (WHERE state = 'processing') AS processing,
+        min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {_NOW}) AS oldest
     FROM {{schema}}.jobs GROUP BY queue),
 dead_rows AS (SELECT queue, count(*) AS dead FROM {{schema}}.dead GROUP BY queue)
 SELECT COALESCE(l.queue, d.queue) AS name, COALESCE(l.pending, 0), COALESCE(l.scheduled, 0),
-    COALESCE(l.processing, 0), COALESCE(d.dead, 0)
+    COALESCE(l.processing, 0), COALESCE(d.dead, 0), l.oldest
 FROM live l FULL JOIN dead_rows d ON d.queue = l.queue
 ORDER BY COALESCE(l.queue, d.queue) COLLATE "C"
 """
@@ -417,22 +827,7 @@ ORDER BY COALESCE(l.queue, d.queue) COLLATE "C"
 # retention. One statement; SKIP LOCKED, so concurrent sweeps never move a
 # row twice (Q-17). Rows moved here are purged by a later sweep.
 SWEEP = f"""
-WITH {_CLOCK},
-expired AS (
-    DELETE FROM {{schema}}.jobs WHERE id = ANY (ARRAY (
-        SELECT id FROM {{schema}}.jobs
-        WHERE queue = %(queue)s::text AND expires_at IS NOT NULL AND expires_at <= {_NOW}
-        FOR UPDATE SKIP LOCKED))
-    RETURNING *),
-exhausted AS (
-    DELETE FROM {{schema}}.jobs WHERE id = ANY (ARRAY (
-        SELECT id FROM {{schema}}.jobs
-        WHERE queue = %(queue)s::text AND attempts >= max_attempts AND ready_at <= {_NOW}
-          AND (expires_at IS NULL OR expires_at > {_NOW})
-        FOR UPDATE SKIP LOCKED))
-    RETURNING *),
-buried_expired AS ({_to_dead("expired", "'expired'")}),
-buried_exhausted AS ({_to_dead("exhausted", "'max attempts exceeded'")}),
+WITH {_CLOCK}, {_STALE_CTES},
 purged AS (
     DELETE FROM {{schema}}.dead WHERE id = ANY (ARRAY (
         SELECT id FROM {{schema}}.dead
@@ -442,6 +837,49 @@ purged AS (
 SELECT (SELECT count(*) FROM expired), (SELECT count(*) FROM purged),
     (SELECT count(*) FROM exhausted)
 """
+
+# Q-21: dead rows back to pending with their id, a fresh budget and their
+# claim number. The insert skips rows whose unique key a live job holds (they
+# stay dead), and only the rows it wrote leave the dead table. FOR UPDATE
+# (without SKIP LOCKED): a concurrent redrive or purge of the same rows waits,
+# then finds them gone.
+REDRIVE = f"""
+WITH {_CLOCK},
+source AS (
+    SELECT * FROM {{schema}}.dead
+    WHERE queue = %(queue)s::text AND {{which}}
+    ORDER BY id
+    FOR UPDATE),
+moved AS (
+    INSERT INTO {{schema}}.jobs (
+        id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
+        max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
+        unique_key, grp, group_limit, parked, trace_context)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, queue, 'pending', payload, priority, c.t, c.t, created_at, 0, claims,
+        max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
+        unique_key, grp, group_limit, 0, trace_context
+    FROM source, clock c
+    ORDER BY id
+    ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING id),
+gone AS (DELETE FROM {{schema}}.dead WHERE id IN (SELECT id FROM moved)),
+wake AS MATERIALIZED (SELECT pg_notify(%(wake)s::text, %(queue)s::text))
+SELECT m.id, (SELECT count(*) FROM wake) FROM moved m
+"""
+
+# Q-22: the given ids (or all) that died at or before now - :older_than_s
+# (or any time). {which} and {older} are filled in per variant, so that each
+# uses its index (ids: the primary key; age: dead_died).
+PURGE_DEAD = f"""
+WITH {_CLOCK}
+DELETE FROM {{schema}}.dead
+WHERE queue = %(queue)s::text AND {{which}} AND {{older}}
+"""
+_ALL = "true"
+_BY_IDS = "id = ANY (%(ids)s::bigint[])"
+_ANY_AGE = "true"
+_OLD_ENOUGH = f"died_at <= {_NOW} - %(older_than_s)s::float8 * interval '1 second'"
 
 # ---------------------------------------------------------------------- streams
 
@@ -483,6 +921,14 @@ GET_OFFSET = """
 SELECT seq FROM {schema}.consumers WHERE stream = %(stream)s::text AND consumer = %(consumer)s::text
 """
 TRIM = "DELETE FROM {schema}.events WHERE stream = %(stream)s::text AND seq < %(before)s::bigint"
+STREAM_STATS = """
+SELECT s.name, s.last_seq, (SELECT count(*) FROM {schema}.events e WHERE e.stream = s.name)
+FROM {schema}.streams s ORDER BY s.name COLLATE "C"
+"""
+CONSUMERS = """
+SELECT stream, consumer, seq FROM {schema}.consumers
+ORDER BY stream COLLATE "C", consumer COLLATE "C"
+"""
 
 # ------------------------------------------------------------------------ locks
 
@@ -516,10 +962,34 @@ RELEASE_LOCK = f"""
 WITH {_CLOCK}
 UPDATE {{schema}}.locks SET owner = NULL, expires_at = {_NOW} WHERE {_LOCK_FENCE}
 """
+HELD_LOCKS = """
+SELECT name, owner, token, expires_at FROM {schema}.locks
+WHERE owner IS NOT NULL AND expires_at > clock_timestamp() ORDER BY name COLLATE "C"
+"""
 
 # ---------------------------------------------------------------- notifications
 
 NOTIFY = "SELECT pg_notify(%(channel)s::text, %(payload)s::text)"
+
+# ------------------------------------------------------------------------ wakes
+
+# The wake probe of a transaction pooler (EN-4), one statement per poll for
+# every watched key: the head of a queue's ready index (which moves when a
+# row turns claimable or is claimed), a stream's counter, and the schedules'
+# count and last change. Nothing is written; no NOTIFY is needed to see it.
+WAKE_PROBE = """
+SELECT k.key,
+    (SELECT j.id::text || '@' || j.ready_at::text FROM {schema}.jobs j
+     WHERE j.queue = k.key AND j.attempts < j.max_attempts AND j.parked = 0
+       AND j.ready_at <= clock_timestamp()
+     ORDER BY j.ready_at LIMIT 1),
+    (SELECT s.last_seq::text FROM {schema}.streams s
+     WHERE left(k.key, 7) = 'stream:' AND s.name = substr(k.key, 8)),
+    CASE WHEN k.key = %(schedules_key)s::text THEN
+        (SELECT count(*)::text || '@' || COALESCE(max(updated_at)::text, '')
+         FROM {schema}.schedules) END
+FROM unnest(%(keys)s::text[]) AS k(key)
+"""
 
 # -------------------------------------------------------------------- schedules
 
@@ -553,8 +1023,9 @@ SELECT {_SCHEDULE_COLUMNS} FROM {{schema}}.schedules ORDER BY name COLLATE "C"
 """
 DUE_SCHEDULES = f"""
 WITH {_CLOCK}
-SELECT c.t, {_SCHEDULE_COLUMNS} FROM {{schema}}.schedules, clock c
-WHERE next_fire_at <= c.t ORDER BY next_fire_at, name COLLATE "C"
+SELECT c.t, {_SCHEDULE_COLUMNS} FROM clock c
+LEFT JOIN {{schema}}.schedules s ON s.next_fire_at <= c.t
+ORDER BY s.next_fire_at, s.name COLLATE "C"
 """
 CLOCK = "SELECT clock_timestamp()"
 
@@ -571,7 +1042,7 @@ advanced AS (
 job AS ("""
     + _INSERT_JOB
     + "SELECT "
-    + _JOB_VALUES.replace("{payload}", "%(payload)s::json")
+    + _values("%(payload)s::json", "NULL")
     + " FROM advanced CROSS JOIN "
     + _JOB_SOURCES
     + """ RETURNING queue)
@@ -583,30 +1054,53 @@ SELECT EXTRACT(EPOCH FROM min(next_fire_at) - clock_timestamp())::float8
 FROM {schema}.schedules
 """
 
+#: Claim statements are composed per batch size up to this many distinct
+#: sizes; beyond it the size travels as a parameter.
+_MAX_CLAIM_SHAPES = 256
+
 
 class Statements:
     """Every statement composed for one schema, as ready-to-run strings."""
 
     def __init__(self, schema: str) -> None:
+        # A '%' of the schema name is doubled: statements always travel with
+        # parameters, so psycopg reads every '%' of the text as a placeholder.
+        ident = sql.Identifier(schema).as_string(None).replace("%", "%%")
+        self._ident = ident
+
         def c(template: str) -> str:
-            return sql.SQL(template).format(schema=sql.Identifier(schema)).as_string(None)
+            return template.replace("{schema}", ident)
 
         self.get_version = c(GET_VERSION)
         self.set_version = c(SET_VERSION)
+        self.get_store_id = c(GET_STORE_ID)
         self.meta_rows = c(META_ROWS)
         self.create_schema = c(CREATE_SCHEMA)
         self.migrations = {v: [c(s) for s in stmts] for v, stmts in MIGRATIONS.items()}
         self.enqueue = c(ENQUEUE)
         self.enqueue_many = c(ENQUEUE_MANY)
-        self.claim = c(CLAIM)
+        self.enqueue_rows = c(ENQUEUE_ROWS)
+        self.enqueue_unique = c(ENQUEUE_UNIQUE)
+        self.key_holders = c(KEY_HOLDERS)
+        self.depth_lock = DEPTH_LOCK
+        self.bury_stale = c(BURY_STALE)
+        self.count_unfinished = c(COUNT_UNFINISHED)
+        self._claim_template = c(CLAIM)
+        self._claims: dict[int, str] = {}
+        self.claim_param = self._claim_template.replace("{limit}", "%(n)s::int")
         self.exhaust = c(EXHAUST)
-        self.claim_pick = c(CLAIM_PICK)
+        self.claim_pick = c(CLAIM_PICK).replace("{limit}", "%(n)s::int")
+        self.rate_lock = c(RATE_LOCK)
+        self.rate_read = c(RATE_READ)
+        self.rate_take = c(RATE_TAKE)
+        self.acquire_rate = c(ACQUIRE_RATE)
         self.next_ready = c(NEXT_READY)
         self.ack = c(ACK)
-        self.ack_batch = c(ACK_BATCH)
+        self.ack_many = c(ACK_MANY)
         self.heartbeat = c(HEARTBEAT)
-        self.retry_pending = c(RETRY_PENDING)
+        self.retry = c(RETRY)
         self.fenced_to_dead = c(FENCED_TO_DEAD)
+        self.release = c(RELEASE)
         self.cancel = c(CANCEL)
         self.get_job = c(GET_JOB)
         self.list_live = c(LIST_LIVE)
@@ -614,20 +1108,44 @@ class Statements:
         self.stats = c(STATS)
         self.queue_stats = c(QUEUE_STATS)
         self.sweep = c(SWEEP)
+        self.redrive_all = c(REDRIVE).replace("{which}", _ALL)
+        self.redrive_ids = c(REDRIVE).replace("{which}", _BY_IDS)
+        purge = c(PURGE_DEAD)
+        self.purge_dead = {
+            (by_ids, by_age): purge.replace("{which}", _BY_IDS if by_ids else _ALL).replace(
+                "{older}", _OLD_ENOUGH if by_age else _ANY_AGE
+            )
+            for by_ids in (False, True)
+            for by_age in (False, True)
+        }
         self.publish = c(PUBLISH)
         self.read_events = c(READ_EVENTS)
         self.has_event_after = c(HAS_EVENT_AFTER)
         self.commit_offset = c(COMMIT_OFFSET)
         self.get_offset = c(GET_OFFSET)
         self.trim = c(TRIM)
+        self.stream_stats = c(STREAM_STATS)
+        self.consumers = c(CONSUMERS)
         self.acquire_lock = c(ACQUIRE_LOCK)
         self.renew_lock = c(RENEW_LOCK)
         self.release_lock = c(RELEASE_LOCK)
-        self.notify = c(NOTIFY)
+        self.held_locks = c(HELD_LOCKS)
+        self.notify = NOTIFY
+        self.wake_probe = c(WAKE_PROBE)
         self.upsert_schedule = c(UPSERT_SCHEDULE)
         self.delete_schedule = c(DELETE_SCHEDULE)
         self.list_schedules = c(LIST_SCHEDULES)
         self.due_schedules = c(DUE_SCHEDULES)
-        self.clock = c(CLOCK)
+        self.clock = CLOCK
         self.fire_schedule = c(FIRE_SCHEDULE)
         self.next_fire = c(NEXT_FIRE)
+
+    def claim(self, n: int) -> str:
+        """The claim statement for batches of *n*, the size in its text."""
+        text = self._claims.get(n)
+        if text is None:
+            if len(self._claims) >= _MAX_CLAIM_SHAPES:
+                return self.claim_param
+            text = self._claim_template.replace("{limit}", str(int(n)))
+            self._claims[n] = text
+        return text

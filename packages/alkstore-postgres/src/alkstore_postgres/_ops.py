@@ -1,0 +1,714 @@
+"""Every operation of the executor, once, as an :class:`~._plan.Op` (docs/adr/0008).
+
+:class:`OpBook` turns the arguments of each seam operation
+(:class:`alkstore.engine.Executor`) into a plan over the statements of
+:mod:`._sql` and maps the rows that come back into the kit's named rows. The
+sync and async executors run the same ``Op`` objects; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from alkstore.engine import (
+    SCHEDULES_WAKE_KEY,
+    ClaimRow,
+    EventRow,
+    Fence,
+    Inserted,
+    JobRow,
+    NewJob,
+    RateSpec,
+    ScheduleRow,
+    claim_row,
+)
+from alkstore.errors import QueueFull, TransientError
+from alkstore.types import ConsumerLag, JobState, LockInfo, QueueStats, StreamStats, SweepResult
+
+from . import _sql
+from ._plan import ALL, ONE, ROWCOUNT, Op, Plan, Q
+
+__all__ = ["OpBook", "advisory_key", "user_channel", "utc", "wake_channel"]
+
+# A holder that vanished between the insert and the read of holders (acked
+# meanwhile) frees its key: the insert is tried again, this many times.
+_UNIQUE_ROUNDS = 3
+
+
+def utc(value: datetime) -> datetime:
+    """A timestamp from the server as an aware UTC datetime (C-4), whatever
+    the session's ``TimeZone``."""
+    return value.astimezone(timezone.utc)
+
+
+def _opt_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(timezone.utc)
+
+
+def wake_channel(schema: str) -> str:
+    """The NOTIFY channel of the wakes of *schema*: one per schema, so stores
+    on different schemas of a database do not wake each other."""
+    return "alkstore_wake_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+
+def user_channel(schema: str, channel: str) -> str:
+    """The PostgreSQL channel of notification channel *channel*: a hash of
+    both names, so that any name of up to 200 characters fits the 63-byte
+    identifier limit and two schemas never share a channel."""
+    digest = hashlib.sha256(f"{schema}\x00{channel}".encode()).hexdigest()
+    return "alkn_" + digest[:40]
+
+
+def advisory_key(purpose: str, *names: str) -> int:
+    """A signed 64-bit advisory-lock key for *purpose* over *names*."""
+    text = "\x00".join((f"alkstore.{purpose}", *names))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
+
+
+# ------------------------------------------------------------------ row mapping
+
+
+def _job_row(row: Sequence[Any]) -> JobRow:
+    (job_id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id,
+     attempts, max_attempts, vt, backoff, retention, expires_at, state, last_error, died_at,
+     unique_key, grp, group_limit, trace) = row  # fmt: skip
+    return JobRow(
+        id=int(job_id),
+        queue=queue,
+        state=state,
+        payload=payload,
+        priority=int(priority),
+        run_at=utc(run_at),
+        created_at=utc(created_at),
+        claimed_at=_opt_utc(claimed_at),
+        deadline=_opt_utc(deadline),
+        worker_id=worker_id,
+        attempts=int(attempts),
+        max_attempts=int(max_attempts),
+        visibility_timeout_s=float(vt),
+        backoff_base_s=float(backoff),
+        dead_letter_retention_s=None if retention is None else float(retention),
+        expires_at=_opt_utc(expires_at),
+        last_error=last_error,
+        died_at=_opt_utc(died_at),
+        unique_key=unique_key,
+        group=grp,
+        group_limit=None if group_limit is None else int(group_limit),
+        trace_context=trace,
+    )
+
+
+def _claim_row(row: Sequence[Any]) -> ClaimRow:
+    return claim_row(row, utc)
+
+
+def _schedule_row(row: Sequence[Any]) -> ScheduleRow:
+    name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at = row
+    return ScheduleRow(
+        name=name,
+        spec=spec,
+        queue=queue,
+        payload=payload,
+        opts=opts,
+        tz=tz,
+        next_fire_at=utc(next_fire_at),
+        last_fire_at=_opt_utc(last_fire_at),
+    )
+
+
+# ------------------------------------------------------------------- plans
+
+
+def _count(stmt: str, params: dict[str, Any]) -> Plan[int]:
+    count: int = yield Q(stmt, params, ROWCOUNT)
+    return count
+
+
+class OpBook:
+    """The operations of one store: its statements, wake channel and names."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        self.st = _sql.Statements(schema)
+        self.wake = wake_channel(schema)
+
+    # ------------------------------------------------------------- helpers
+
+    def _job_params(self, queue: str, job: NewJob) -> dict[str, Any]:
+        return {
+            "queue": queue,
+            "payload": job.payload,
+            "priority": job.priority,
+            "run_at": job.run_at,
+            "delay_s": job.delay_s,
+            "max_attempts": job.max_attempts,
+            "vt": job.visibility_timeout_s,
+            "backoff": job.backoff_base_s,
+            "retention": job.dead_letter_retention_s,
+            "expires_s": job.expires_s,
+            "grp": job.group,
+            "group_limit": job.group_limit,
+            "trace": job.trace_context,
+            "wake": self.wake,
+        }
+
+    @staticmethod
+    def _fence(fence: Fence) -> dict[str, Any]:
+        return {"id": fence.id, "claim": fence.claim}
+
+    # ----------------------------------------------------------------- queues
+
+    def insert_jobs(
+        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+    ) -> Op[list[Inserted]]:
+        """Q-1, Q-23, Q-24. Plain inserts are one statement; unique ones one
+        more read when a key was held; bounded ones take the queue's depth
+        lock and count, all in one transaction (or savepoint)."""
+        first = jobs[0]
+        params = self._job_params(queue, first)
+        make: Callable[[], Plan[list[Inserted]]]
+        if first.unique_key is not None:
+            make = lambda: self._insert_unique(queue, jobs, params)  # noqa: E731
+        elif len(jobs) == 1:
+            params["payload"] = first.payload
+            make = lambda: self._insert_plain(self.st.enqueue, params)  # noqa: E731
+        else:
+            params["payloads"] = [j.payload for j in jobs]
+            make = lambda: self._insert_plain(self.st.enqueue_many, params)  # noqa: E731
+        if max_depth is None:
+            return Op(make, tx)
+        return Op(lambda: self._bounded(queue, max_depth, make()), tx, atomic=True)
+
+    def insert_rows(self, batches: Sequence[tuple[str, Sequence[NewJob]]]) -> Op[list[int]]:
+        """Producer group commit: the plain enqueues of several callers as
+        one statement (and one commit); the ids, in the callers' order."""
+        jobs = [(queue, job) for queue, group in batches for job in group]
+        params: dict[str, Any] = {
+            "queues": [q for q, _ in jobs],
+            "payloads": [j.payload for _, j in jobs],
+            "priorities": [j.priority for _, j in jobs],
+            "run_ats": [j.run_at for _, j in jobs],
+            "delays": [j.delay_s for _, j in jobs],
+            "max_attempts": [j.max_attempts for _, j in jobs],
+            "vts": [j.visibility_timeout_s for _, j in jobs],
+            "backoffs": [j.backoff_base_s for _, j in jobs],
+            "retentions": [j.dead_letter_retention_s for _, j in jobs],
+            "expires": [j.expires_s for _, j in jobs],
+            "grps": [j.group for _, j in jobs],
+            "limits": [j.group_limit for _, j in jobs],
+            "traces": [j.trace_context for _, j in jobs],
+            "wake": self.wake,
+        }
+
+        def plan() -> Plan[list[int]]:
+            rows = yield Q(self.st.enqueue_rows, params, ALL)
+            return sorted(int(r[0]) for r in rows)
+
+        return Op(plan)
+
+    def _insert_plain(self, stmt: str, params: dict[str, Any]) -> Plan[list[Inserted]]:
+        rows = yield Q(stmt, params, ALL)
+        return [Inserted(int(r[0])) for r in sorted(rows)]
+
+    def _insert_unique(
+        self, queue: str, jobs: Sequence[NewJob], params: dict[str, Any]
+    ) -> Plan[list[Inserted]]:
+        keys = [j.unique_key for j in jobs]
+        created: dict[str, int] = {}
+        held: dict[str, int] = {}
+        todo = list(range(len(jobs)))
+        for _ in range(_UNIQUE_ROUNDS):
+            batch = {
+                **params,
+                "payloads": [jobs[i].payload for i in todo],
+                "keys": [keys[i] for i in todo],
+            }
+            rows = yield Q(self.st.enqueue_unique, batch, ALL)
+            for job_id, key, _ in rows:
+                created[key] = int(job_id)
+            missing = sorted({k for k in batch["keys"] if k not in created})
+            if not missing:
+                break
+            rows = yield Q(self.st.key_holders, {"queue": queue, "keys": missing}, ALL)
+            held.update((key, int(job_id)) for key, job_id in rows)
+            # A holder gone since (acked, cancelled): its key is free; again.
+            todo = [i for i in todo if keys[i] not in created and keys[i] not in held]
+            if not todo:
+                break
+        else:
+            raise TransientError("unique keys kept changing hands; retry the enqueue")
+        out: list[Inserted] = []
+        seen: set[str] = set()
+        for key in keys:
+            assert key is not None
+            if key in created and key not in seen:
+                out.append(Inserted(created[key], True))
+            else:
+                out.append(Inserted(created.get(key, held.get(key, 0)), False))
+            seen.add(key)
+        return out
+
+    def _bounded(
+        self, queue: str, max_depth: int, inner: Plan[list[Inserted]]
+    ) -> Plan[list[Inserted]]:
+        """Q-24: one bounded enqueue of the queue at a time (the advisory
+        lock lasts to the end of the transaction); stale rows to dead; the
+        insert; then at most max_depth + 1 index entries counted. Raising
+        rolls the transaction (or savepoint) back: nothing is written."""
+        key = advisory_key("depth", self.schema, queue)
+        yield Q(self.st.depth_lock, {"key": key})
+        yield Q(self.st.bury_stale, {"queue": queue}, ONE)
+        result = yield from inner
+        if any(r.created for r in result):
+            (count,) = yield Q(self.st.count_unfinished, {"queue": queue, "n": max_depth + 1}, ONE)
+            if int(count) > max_depth:
+                raise QueueFull(queue, max_depth)
+        return result
+
+    def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        n: int,
+        rate: RateSpec | None,
+        idle: bool,
+    ) -> Op[list[ClaimRow]]:
+        """W-10, Q-2..Q-6, Q-12, R-1: the queues in order, each with one
+        claim statement (and the exhaust statement when its probe found
+        lapsed claims without budget). With a rate limit, the limiter row is
+        locked and the units taken in the claim's own transaction. *idle*
+        claims (re-attempts of a blocked call) are soft: while the database
+        cannot be reached they find nothing rather than fail."""
+        names = list(queues)
+        if rate is None:
+            return Op(lambda: self._claim(names, worker_id, n, None), soft=idle, soft_value=[])
+        return Op(
+            lambda: self._claim(names, worker_id, n, rate), atomic=True, soft=idle, soft_value=[]
+        )
+
+    def _claim(
+        self, queues: list[str], worker_id: str, n: int, rate: RateSpec | None
+    ) -> Plan[list[ClaimRow]]:
+        budget = n
+        base = 0.0
+        if rate is not None:
+            yield Q(self.st.rate_lock, {"name": rate.name})
+            tat, now = yield Q(self.st.rate_read, {"name": rate.name}, ONE)
+            base = max(float(tat), float(now))
+            room = (float(now) + rate.burst * rate.interval_s - base) / rate.interval_s
+            budget = min(n, max(0, math.floor(room + 1e-9)))
+        claimed: list[ClaimRow] = []
+        for queue in queues:
+            want = budget - len(claimed)
+            if want <= 0:
+                break
+            params = {"queue": queue, "worker": worker_id, "n": want}
+            rows = yield Q(self.st.claim(want), params, ALL)
+            got = [_claim_row(r[:-1]) for r in rows if r[0] is not None]
+            if rows and rows[0][-1]:
+                # Rare: lapsed claims with no budget left (Q-12), expired
+                # holders of group slots (Q-25). Moving them to dead may
+                # free slots: a claim short of its count looks again.
+                yield Q(self.st.exhaust, {"queue": queue}, ONE)
+                if len(got) < want:
+                    params["n"] = want - len(got)
+                    more = yield Q(self.st.claim(want - len(got)), params, ALL)
+                    got.extend(_claim_row(r[:-1]) for r in more if r[0] is not None)
+            claimed.extend(got)
+        if rate is not None and claimed:
+            tat = base + len(claimed) * rate.interval_s
+            yield Q(self.st.rate_take, {"name": rate.name, "tat": tat})
+        return claimed
+
+    def next_ready(self, queues: Sequence[str], soft: bool) -> Op[float | None]:
+        def plan() -> Plan[float | None]:
+            row = yield Q(self.st.next_ready, {"queues": list(queues)}, ONE)
+            return None if row is None or row[0] is None else float(row[0])
+
+        return Op(plan, writes=False, soft=soft, soft_value=None)
+
+    def ack(self, tx: object | None, fences: Sequence[Fence]) -> Op[list[bool]]:
+        """Q-7, Q-9: one statement for one fence or many; one result each."""
+        if len(fences) == 1:
+            fence = fences[0]
+
+            def one() -> Plan[list[bool]]:
+                count = yield Q(self.st.ack, self._fence(fence), ROWCOUNT)
+                return [count == 1]
+
+            return Op(one, tx)
+
+        def many() -> Plan[list[bool]]:
+            params = {"ids": [f.id for f in fences], "claims": [f.claim for f in fences]}
+            rows = yield Q(self.st.ack_many, params, ALL)
+            # Matched by (id, claim), each once: an older claim of a job
+            # whose newer claim is in the same call, or one handle given
+            # twice, lands once (Q-7, Q-9).
+            gone = {(int(r[0]), int(r[1])) for r in rows}
+            results = []
+            for f in fences:
+                results.append((f.id, f.claim) in gone)
+                gone.discard((f.id, f.claim))
+            return results
+
+        return Op(many, tx)
+
+    def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> Op[bool]:
+        params = {**self._fence(fence), "delay_s": delay_s, "error": error, "wake": self.wake}
+
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.retry, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan, tx)
+
+    def fail(self, tx: object | None, fence: Fence, error: str) -> Op[bool]:
+        params = {**self._fence(fence), "error": error}
+
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.fenced_to_dead, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan, tx)
+
+    def release(self, fence: Fence) -> Op[bool]:
+        params = {**self._fence(fence), "wake": self.wake}
+
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.release, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan)
+
+    def heartbeat(self, fence: Fence, extend_s: float) -> Op[datetime | None]:
+        params = {**self._fence(fence), "extend_s": extend_s}
+
+        def plan() -> Plan[datetime | None]:
+            row = yield Q(self.st.heartbeat, params, ONE)
+            return None if row is None else utc(row[0])
+
+        return Op(plan)
+
+    def cancel(self, tx: object | None, queue: str, job_id: int) -> Op[bool]:
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.cancel, {"id": job_id, "queue": queue}, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan, tx)
+
+    def get_job(self, queue: str, job_id: int) -> Op[JobRow | None]:
+        def plan() -> Plan[JobRow | None]:
+            row = yield Q(self.st.get_job, {"id": job_id, "queue": queue}, ONE)
+            return None if row is None else _job_row(row)
+
+        return Op(plan, writes=False)
+
+    def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> Op[list[JobRow]]:
+        params = {"queue": queue, "state": state.value, "after": after_id, "limit": limit}
+        stmt = self.st.list_dead if state is JobState.DEAD else self.st.list_live
+
+        def plan() -> Plan[list[JobRow]]:
+            rows = yield Q(stmt, params, ALL)
+            return [_job_row(r) for r in rows]
+
+        return Op(plan, writes=False)
+
+    def queue_stats(self, queue: str | None) -> Op[list[QueueStats]]:
+        def one(name: str) -> Plan[list[QueueStats]]:
+            row = yield Q(self.st.stats, {"queue": name}, ONE)
+            pending, scheduled, processing, dead, oldest = row
+            return [
+                QueueStats(
+                    name, int(pending), int(scheduled), int(processing), int(dead), _opt_utc(oldest)
+                )
+            ]
+
+        def every() -> Plan[list[QueueStats]]:
+            rows = yield Q(self.st.queue_stats, {}, ALL)
+            return [
+                QueueStats(q, int(p), int(s), int(r), int(d), _opt_utc(o))
+                for q, p, s, r, d, o in rows
+            ]
+
+        if queue is not None:
+            return Op(lambda: one(queue), writes=False)
+        return Op(every, writes=False)
+
+    def sweep(self, queue: str) -> Op[SweepResult]:
+        def plan() -> Plan[SweepResult]:
+            expired, purged, exhausted = yield Q(self.st.sweep, {"queue": queue}, ONE)
+            return SweepResult(expired=int(expired), purged=int(purged), exhausted=int(exhausted))
+
+        return Op(plan)
+
+    def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> Op[int]:
+        """Q-21: one statement; the wake goes out only when something moved."""
+        params: dict[str, Any] = {"queue": queue, "wake": self.wake}
+        if job_ids is None:
+            stmt = self.st.redrive_all
+        else:
+            stmt = self.st.redrive_ids
+            params["ids"] = list(job_ids)
+
+        def plan() -> Plan[int]:
+            rows = yield Q(stmt, params, ALL)
+            return len(rows)
+
+        return Op(plan, tx)
+
+    def purge_dead(
+        self,
+        tx: object | None,
+        queue: str,
+        job_ids: Sequence[int] | None,
+        older_than_s: float | None,
+    ) -> Op[int]:
+        params: dict[str, Any] = {"queue": queue}
+        if job_ids is not None:
+            params["ids"] = list(job_ids)
+        if older_than_s is not None:
+            params["older_than_s"] = older_than_s
+        stmt = self.st.purge_dead[(job_ids is not None, older_than_s is not None)]
+        return Op(lambda: _count(stmt, params), tx)
+
+    # -------------------------------------------------------------- streams
+
+    def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> Op[int]:
+        params = {
+            "stream": stream,
+            "payload": payload,
+            "key": key,
+            "wake": self.wake,
+            "wake_key": "stream:" + stream,
+        }
+
+        def plan() -> Plan[int]:
+            row = yield Q(self.st.publish, params, ONE)
+            return int(row[0])
+
+        return Op(plan, tx)
+
+    def read_events(self, stream: str, after: int, limit: int) -> Op[list[EventRow]]:
+        params = {"stream": stream, "after": after, "limit": limit}
+
+        def plan() -> Plan[list[EventRow]]:
+            rows = yield Q(self.st.read_events, params, ALL)
+            return [EventRow(int(seq), key, payload, utc(at)) for seq, key, payload, at in rows]
+
+        return Op(plan, writes=False)
+
+    def has_event_after(self, stream: str, after: int) -> Op[bool]:
+        def plan() -> Plan[bool]:
+            row = yield Q(self.st.has_event_after, {"stream": stream, "after": after}, ONE)
+            return bool(row is not None and row[0])
+
+        return Op(plan, writes=False)
+
+    def commit_offset(self, stream: str, consumer: str, offset: int) -> Op[bool]:
+        params = {"stream": stream, "consumer": consumer, "seq": offset}
+
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.commit_offset, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan)
+
+    def get_offset(self, stream: str, consumer: str) -> Op[int]:
+        def plan() -> Plan[int]:
+            row = yield Q(self.st.get_offset, {"stream": stream, "consumer": consumer}, ONE)
+            return 0 if row is None else int(row[0])
+
+        return Op(plan, writes=False)
+
+    def trim(self, stream: str, before: int) -> Op[int]:
+        return Op(lambda: _count(self.st.trim, {"stream": stream, "before": before}))
+
+    def stream_stats(self) -> Op[list[StreamStats]]:
+        def plan() -> Plan[list[StreamStats]]:
+            streams = yield Q(self.st.stream_stats, {}, ALL)
+            consumers = yield Q(self.st.consumers, {}, ALL)
+            by_stream: dict[str, list[tuple[str, int]]] = {}
+            for stream, consumer, seq in consumers:
+                by_stream.setdefault(stream, []).append((consumer, int(seq)))
+            out = []
+            for name, last_seq, events in streams:
+                last = int(last_seq)
+                lags = tuple(
+                    ConsumerLag(c, off, max(last - off, 0)) for c, off in by_stream.get(name, [])
+                )
+                out.append(StreamStats(name, last, int(events), lags))
+            return out
+
+        return Op(plan, writes=False)
+
+    # ---------------------------------------------------------------- locks
+
+    def acquire_lock(self, name: str, owner: str, ttl_s: float) -> Op[tuple[int, datetime] | None]:
+        params = {"name": name, "owner": owner, "ttl_s": ttl_s}
+
+        def plan() -> Plan[tuple[int, datetime] | None]:
+            row = yield Q(self.st.acquire_lock, params, ONE)
+            if row is None:
+                return None
+            token, expires_at = row
+            return int(token), utc(expires_at)
+
+        return Op(plan)
+
+    def renew_lock(self, name: str, owner: str, token: int, ttl_s: float) -> Op[datetime | None]:
+        params = {"name": name, "owner": owner, "token": token, "ttl_s": ttl_s}
+
+        def plan() -> Plan[datetime | None]:
+            row = yield Q(self.st.renew_lock, params, ONE)
+            return None if row is None else utc(row[0])
+
+        return Op(plan)
+
+    def release_lock(self, name: str, owner: str, token: int) -> Op[bool]:
+        params = {"name": name, "owner": owner, "token": token}
+
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.release_lock, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan)
+
+    def held_locks(self) -> Op[list[LockInfo]]:
+        def plan() -> Plan[list[LockInfo]]:
+            rows = yield Q(self.st.held_locks, {}, ALL)
+            return [LockInfo(n, o, int(t), utc(e)) for n, o, t, e in rows]
+
+        return Op(plan, writes=False)
+
+    # ---------------------------------------------------------- rate limits
+
+    def acquire_rate(self, rate: RateSpec, n: int) -> Op[float]:
+        """R-1: one statement on the server's clock; ``0.0`` when granted,
+        else the seconds until the units could be."""
+        cost = n * rate.interval_s
+        burst_t = rate.burst * rate.interval_s
+        params = {"name": rate.name, "cost": cost, "burst_t": burst_t}
+
+        def plan() -> Plan[float]:
+            tat, granted, now = yield Q(self.st.acquire_rate, params, ONE)
+            if granted:
+                return 0.0
+            return max(float(tat) + cost - burst_t - float(now), 1e-6)
+
+        return Op(plan)
+
+    # -------------------------------------------------------- notifications
+
+    def notify(self, tx: object | None, channel: str, payload: str) -> Op[None]:
+        """N-1: behind a random tag, so that PostgreSQL does not fold two
+        identical notifications of one transaction into one."""
+        params = {
+            "channel": user_channel(self.schema, channel),
+            "payload": f"{secrets.token_hex(6)}:{payload}",
+        }
+
+        def plan() -> Plan[None]:
+            yield Q(self.st.notify, params)
+
+        return Op(plan, tx)
+
+    def poke(self, channel: str) -> Op[None]:
+        """An empty NOTIFY on one of our own channels (the listener's way to
+        interrupt its own wait)."""
+
+        def plan() -> Plan[None]:
+            yield Q(self.st.notify, {"channel": channel, "payload": ""})
+
+        return Op(plan)
+
+    def wake_probe(self, keys: Sequence[str]) -> Op[list[tuple[str, str]]]:
+        """EN-4: one fingerprint per watched key (see ``_sql.WAKE_PROBE``)."""
+        params = {"keys": list(keys), "schedules_key": SCHEDULES_WAKE_KEY}
+
+        def plan() -> Plan[list[tuple[str, str]]]:
+            rows = yield Q(self.st.wake_probe, params, ALL)
+            return [(key, f"{head}|{seq}|{sched}") for key, head, seq, sched in rows]
+
+        return Op(plan, writes=False, soft=True, soft_value=[])
+
+    # ------------------------------------------------------------ schedules
+
+    def clock(self) -> Op[datetime]:
+        def plan() -> Plan[datetime]:
+            row = yield Q(self.st.clock, {}, ONE)
+            return utc(row[0])
+
+        return Op(plan, writes=False)
+
+    def upsert_schedule(self, row: ScheduleRow) -> Op[ScheduleRow]:
+        params = {
+            "name": row.name,
+            "spec": row.spec,
+            "queue": row.queue,
+            "payload": row.payload,
+            "opts": row.opts,
+            "tz": row.tz,
+            "next_fire_at": row.next_fire_at,
+            "wake": self.wake,
+            "wake_key": SCHEDULES_WAKE_KEY,
+        }
+
+        def plan() -> Plan[ScheduleRow]:
+            stored = yield Q(self.st.upsert_schedule, params, ONE)
+            return _schedule_row(stored)
+
+        return Op(plan)
+
+    def delete_schedule(self, name: str) -> Op[bool]:
+        params = {"name": name, "wake": self.wake, "wake_key": SCHEDULES_WAKE_KEY}
+
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.delete_schedule, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan)
+
+    def list_schedules(self) -> Op[list[ScheduleRow]]:
+        def plan() -> Plan[list[ScheduleRow]]:
+            rows = yield Q(self.st.list_schedules, {}, ALL)
+            return [_schedule_row(r) for r in rows]
+
+        return Op(plan, writes=False)
+
+    def due_schedules(self) -> Op[tuple[datetime, list[ScheduleRow]]]:
+        def plan() -> Plan[tuple[datetime, list[ScheduleRow]]]:
+            rows = yield Q(self.st.due_schedules, {}, ALL)
+            now = utc(rows[0][0])
+            return now, [_schedule_row(r[1:]) for r in rows if r[1] is not None]
+
+        return Op(plan, writes=False)
+
+    def fire_schedule(
+        self,
+        name: str,
+        expected: datetime,
+        fire_at: datetime,
+        next_fire_at: datetime,
+        queue: str,
+        job: NewJob,
+    ) -> Op[bool]:
+        params = self._job_params(queue, job)
+        params.update(name=name, expected=expected, next_fire_at=next_fire_at, fire_at=fire_at)
+
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.fire_schedule, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan)
+
+    def seconds_to_next_fire(self) -> Op[float | None]:
+        def plan() -> Plan[float | None]:
+            row = yield Q(self.st.next_fire, {}, ONE)
+            return None if row is None or row[0] is None else float(row[0])
+
+        return Op(plan, writes=False)
