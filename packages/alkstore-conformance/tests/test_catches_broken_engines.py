@@ -14,26 +14,38 @@ import pytest
 
 from alkstore_sqlite import _sql
 
-_FENCE_NO_DEADLINE = "id = :id AND attempts = :attempt AND state = 'processing'"
+_FENCE_NO_DEADLINE = "id = :id AND claims = :claim AND state = 'processing'"
 
 BROKEN: dict[str, dict[str, str]] = {
     # Acks land after the claim lapsed: a rescued job is completed twice.
-    "ack_ignores_deadline": {"ACK": f"DELETE FROM __alkstore_jobs WHERE {_FENCE_NO_DEADLINE}"},
-    # FIFO only: priorities are ignored.
+    "ack_ignores_deadline": {
+        "ACK": f"DELETE FROM __alkstore_jobs WHERE {_FENCE_NO_DEADLINE} RETURNING grp",
+        "ACK_MANY": _sql.ACK_MANY.replace("AND deadline > :now", "AND :now = :now"),
+    },
+    # FIFO only: priorities are ignored (one walk over every level, by time).
     "claim_ignores_priority": {
-        "CLAIM": _sql.CLAIM.replace("ORDER BY priority DESC, ready_at, id", "ORDER BY ready_at, id")
+        **{
+            name: getattr(_sql, name)
+            .replace(f"priority = ({_sql.TOP_PRIORITY}) AND ", "")
+            .replace("ORDER BY priority DESC, ready_at, id", "ORDER BY ready_at, id")
+            for name in ("CLAIM", "CLAIM_FLAGGED")
+        },
+        "NEXT_PRIORITY": _sql.NEXT_PRIORITY.replace("WHERE", "WHERE 0 AND", 1),
     },
     # A reclaim does not count as an attempt: a crashing job loops forever.
     "reclaim_does_not_count": {
-        "CLAIM": _sql.CLAIM.replace(
+        name: getattr(_sql, name).replace(
             "attempts = attempts + 1",
             "attempts = CASE WHEN state = 'processing' THEN attempts ELSE attempts + 1 END",
         )
+        for name in ("CLAIM", "CLAIM_AT", "CLAIM_FLAGGED")
     },
     # honker's zombie hole: the sweep only looks at pending rows.
     "sweep_skips_processing": {
         "EXPIRED_TO_DEAD": _sql.EXPIRED_TO_DEAD + " AND state = 'pending'",
-        "EXPIRED_DELETE": _sql.EXPIRED_DELETE + " AND state = 'pending'",
+        "EXPIRED_DELETE": _sql.EXPIRED_DELETE.replace(
+            "expires_at <= :now", "expires_at <= :now AND state = 'pending'"
+        ),
     },
     # Retries are immediate whatever the curve says.
     "retry_ignores_curve": {
@@ -51,14 +63,39 @@ BROKEN: dict[str, dict[str, str]] = {
     # honker's get_job reads only live rows.
     "get_job_misses_dead_jobs": {"GET_JOB": _sql.GET_JOB.split("UNION ALL")[0]},
     # Handles not scoped to their queue.
-    "cancel_not_scoped_to_queue": {"CANCEL": "DELETE FROM __alkstore_jobs WHERE id = :id"},
+    "cancel_not_scoped_to_queue": {
+        "CANCEL": "DELETE FROM __alkstore_jobs WHERE id = :id RETURNING grp"
+    },
+}
+
+#: Variants of the job-control statements, run against the dead-letter and
+#: job-control areas only (the queue area passes them, and takes minutes).
+BROKEN_JOB_CONTROL: dict[str, dict[str, str]] = {
+    # A redrive restarts the claim counter: the old claim's handle fits the new one.
+    "redrive_resets_the_claim_number": {
+        "REDRIVE": _sql.REDRIVE.replace("created_at, 0, claims,", "created_at, 0, 0,")
+    },
+    # A purge by age counts from the enqueue instead of the death.
+    "purge_ages_from_creation": {
+        "PURGE_DEAD": _sql.PURGE_DEAD.replace("died_at <= :cutoff", "created_at <= :cutoff")
+    },
+    # A group's slots are never counted: every waiting row gets one.
+    "group_slots_never_counted": {"GROUP_HOLDERS": "SELECT 0"},
+    # The bound is never reached.
+    "bound_never_counts": {"COUNT_UNFINISHED": "SELECT 0"},
+    # Every acquire is granted: a limiter that never refuses.
+    "rate_limit_grants_everything": {
+        "ACQUIRE_RATE": _sql.ACQUIRE_RATE.replace(
+            "granted = max(tat, :now) + :cost - :burst_t <= :now", "granted = 1"
+        ).replace("WHEN max(tat, :now) + :cost - :burst_t <= :now", "WHEN 1")
+    },
 }
 
 SUITE = """
 import pytest
 
 import alkstore_sqlite._sql
-from alkstore_conformance import BasicsContract, QueueContract, StoreFactory
+from alkstore_conformance import {mixins}, StoreFactory
 
 BREAK = {replacements!r}
 
@@ -70,7 +107,7 @@ def _broken_engine(monkeypatch):
         monkeypatch.setattr(alkstore_sqlite._sql, name, sql)
 
 
-class TestBrokenEngine(QueueContract, BasicsContract):
+class TestBrokenEngine({mixins}):
     @pytest.fixture
     def store_factory(self, tmp_path):
         return StoreFactory(f"sqlite:///{{tmp_path / 'broken.db'}}")
@@ -78,14 +115,22 @@ class TestBrokenEngine(QueueContract, BasicsContract):
 
 
 def test_every_variant_replaces_a_real_statement() -> None:
-    for variant, replacements in BROKEN.items():
+    for variant, replacements in {**BROKEN, **BROKEN_JOB_CONTROL}.items():
         for name, sql in replacements.items():
             assert getattr(_sql, name) != sql, f"{variant}: {name} is not changed"
 
 
-@pytest.mark.parametrize("variant", sorted(BROKEN))
+_MIXINS = {
+    **dict.fromkeys(BROKEN, "QueueContract, BasicsContract"),
+    **dict.fromkeys(BROKEN_JOB_CONTROL, "DeadLetterContract, JobControlContract"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(_MIXINS))
 def test_suite_fails_a_broken_engine(pytester: pytest.Pytester, variant: str) -> None:
-    pytester.makepyfile(test_broken=textwrap.dedent(SUITE.format(replacements=BROKEN[variant])))
+    replacements = {**BROKEN, **BROKEN_JOB_CONTROL}[variant]
+    suite = SUITE.format(replacements=replacements, mixins=_MIXINS[variant])
+    pytester.makepyfile(test_broken=textwrap.dedent(suite))
     result = pytester.runpytest_subprocess(
         "-x", "-q", "-p", "no:cacheprovider", "-m", "not cross_process", timeout=600
     )

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -27,7 +29,7 @@ def test_runs_the_suite_against_a_sqlite_url(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 passed" in done.stdout
+    assert "8 passed" in done.stdout  # four tests, each through both faces
     # Each test got its own file, removed afterwards.
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -53,3 +55,15 @@ def test_bad_invocations_exit_2_with_one_line(tmp_path: Path) -> None:
         assert done.returncode == 2
         assert len(done.stderr.strip().splitlines()) == 1
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.clause("P-4")
+def test_unknown_scheme_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = _run("nosuchdb://app:S3cret@host/db", "-q", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "'nosuchdb'" in lines[0] and "sqlite" in lines[0]  # names the installed schemes
+    assert "S3cret" not in done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -27,40 +27,54 @@ _EXPORTS = {
     "StoreFactory": "._factory",
     "hooks_for": "._factory",
     "StoreContract": ".contract",
+    "AsyncContract": ".contract_async",
     "BasicsContract": ".contract_basics",
     "CoverageContract": ".contract_coverage",
+    "DeadLetterContract": ".contract_deadletters",
     "clauses_of": ".contract_coverage",
     "rule_ids": ".contract_coverage",
     "ErrorContract": ".contract_errors",
+    "HardeningContract": ".contract_hardening",
+    "JobControlContract": ".contract_jobcontrol",
     "LockContract": ".contract_lock",
     "NotificationContract": ".contract_notify",
     "OutboxContract": ".contract_outbox",
     "QueueContract": ".contract_queue",
     "SchedulerContract": ".contract_scheduler",
+    "ScopingContract": ".contract_scoping",
     "SelfCheckContract": ".contract_selfcheck",
+    "SettleContract": ".contract_settle",
     "LifecycleContract": ".contract_store",
     "StreamContract": ".contract_stream",
+    "TracingContract": ".contract_tracing",
     "TransactionContract": ".contract_transaction",
     "WorkerContract": ".contract_worker",
 }
 
 __all__ = [
     "HOOKS_GROUP",
+    "AsyncContract",
     "BasicsContract",
     "ContractBase",
     "CoverageContract",
+    "DeadLetterContract",
     "EngineHooks",
     "ErrorContract",
+    "HardeningContract",
+    "JobControlContract",
     "LifecycleContract",
     "LockContract",
     "NotificationContract",
     "OutboxContract",
     "QueueContract",
     "SchedulerContract",
+    "ScopingContract",
     "SelfCheckContract",
+    "SettleContract",
     "StoreContract",
     "StoreFactory",
     "StreamContract",
+    "TracingContract",
     "TransactionContract",
     "WorkerContract",
     "__version__",
@@ -86,16 +100,23 @@ if TYPE_CHECKING:
     from ._base import ContractBase, eventually, spawn, unique
     from ._factory import HOOKS_GROUP, EngineHooks, StoreFactory, hooks_for
     from .contract import StoreContract
+    from .contract_async import AsyncContract
     from .contract_basics import BasicsContract
     from .contract_coverage import CoverageContract, clauses_of, rule_ids
+    from .contract_deadletters import DeadLetterContract
     from .contract_errors import ErrorContract
+    from .contract_hardening import HardeningContract
+    from .contract_jobcontrol import JobControlContract
     from .contract_lock import LockContract
     from .contract_notify import NotificationContract
     from .contract_outbox import OutboxContract
     from .contract_queue import QueueContract
     from .contract_scheduler import SchedulerContract
+    from .contract_scoping import ScopingContract
     from .contract_selfcheck import SelfCheckContract
+    from .contract_settle import SettleContract
     from .contract_store import LifecycleContract
     from .contract_stream import StreamContract
+    from .contract_tracing import TracingContract
     from .contract_transaction import TransactionContract
     from .contract_worker import WorkerContract

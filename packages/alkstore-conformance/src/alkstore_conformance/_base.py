@@ -14,13 +14,17 @@ from typing import Any, ClassVar, TypeVar
 
 import pytest
 
+import alkstore
 from alkstore import Capability, Store
 
-from ._factory import StoreFactory, hooks_for
+from ._factory import StoreFactory, hooks_for, set_face
 
 __all__ = ["ContractBase", "StoppableCall", "eventually", "requires", "spawn", "unique"]
 
 T = TypeVar("T")
+
+#: The faces every contract test runs through (A-1).
+FACES = ("sync", "async")
 C = TypeVar("C", bound=type)
 
 #: Upper bound for "eventually" checks. Generous: the suite must not flake on
@@ -135,6 +139,21 @@ def requires(*capabilities: Capability) -> Callable[[C], C]:
     return decorate
 
 
+_CAPABILITIES: dict[str, frozenset[Capability]] = {}
+
+
+def _capabilities(factory: StoreFactory) -> frozenset[Capability]:
+    """What the engine behind *factory* declares, looked up once per scheme."""
+    found = _CAPABILITIES.get(factory.scheme)
+    if found is None:
+        store = alkstore.open(factory.url, **factory.opts)
+        try:
+            found = _CAPABILITIES[factory.scheme] = store.capabilities
+        finally:
+            store.close()
+    return found
+
+
 class ContractBase:
     """Fixtures shared by every contract mixin.
 
@@ -149,8 +168,27 @@ class ContractBase:
         """Override: return a :class:`StoreFactory` on a fresh isolated database."""
         pytest.fail("the engine's contract class must override the store_factory fixture")
 
+    @pytest.fixture(autouse=True, params=FACES)
+    def face(self, request: pytest.FixtureRequest) -> Iterator[str]:
+        """Every test runs through the sync API and through the async API
+        (A-1): under ``async`` the stores a test opens are the engine's
+        async stores behind a sync facade. A test that only the sync face can
+        express is marked ``sync_only(reason)``."""
+        face: str = request.param
+        if face == "async":
+            for mark in request.node.iter_markers("sync_only"):
+                pytest.skip(f"sync face only: {mark.args[0] if mark.args else ''}")
+            factory: StoreFactory = request.getfixturevalue("store_factory")
+            if Capability.ASYNC not in _capabilities(factory):
+                pytest.skip("engine does not declare async")
+        previous = set_face(face)
+        try:
+            yield face
+        finally:
+            set_face(previous)
+
     @pytest.fixture
-    def store(self, store_factory: StoreFactory) -> Iterator[Store]:
+    def store(self, store_factory: StoreFactory, face: str) -> Iterator[Store]:
         """A store on the test's database, closed afterwards."""
         opened = store_factory.open()
         try:
@@ -160,6 +198,13 @@ class ContractBase:
 
     @pytest.fixture(autouse=True)
     def _capability_gate(self, request: pytest.FixtureRequest) -> None:
+        if request.node.get_closest_marker("fresh_database") is not None:
+            factory: StoreFactory = request.getfixturevalue("store_factory")
+            if factory.shared_database:
+                pytest.skip(
+                    f"{factory.skip_reason('isolated')}, so every test shares one "
+                    "database, and this one reads database-wide state"
+                )
         needed: list[Capability] = [
             Capability(c) for m in request.node.iter_markers("requires") for c in m.args
         ]
@@ -173,13 +218,9 @@ class ContractBase:
     @pytest.fixture
     def transient_failure(self, store_factory: StoreFactory) -> Iterator[Callable[[], object]]:
         """A call that the engine reports as ``TransientError`` (E-2), from the
-        engine's conformance hooks."""
-        cm: AbstractContextManager[Callable[[], object]]
-        try:
-            cm = hooks_for(store_factory.scheme).transient_failure(
-                store_factory.url, store_factory.opts
-            )
-        except NotImplementedError as exc:
-            pytest.fail(str(exc))
+        engine's conformance hooks; without that hook, the test is skipped."""
+        cm: AbstractContextManager[Callable[[], object]] = hooks_for(
+            store_factory.scheme
+        ).transient_failure(store_factory.url, store_factory.opts)
         with cm as call:
             yield call

@@ -10,17 +10,40 @@ failures into a report, so that the parent fails the test with the reason.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from multiprocessing.queues import Queue as MPQueue
 from multiprocessing.synchronize import Event as MPEvent
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+from alkstore.errors import TransientError
 
 from ._factory import StoreFactory
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+#: How long a child retries a call that raised ``TransientError`` (E-2).
+RETRY_S = 60.0
 
 __all__ = ["claim_and_hang", "claim_blocking", "drain_queue"]
 
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _retrying(call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """*call*, again while it raises ``TransientError``, as E-2 tells a caller
+    to: on a loaded machine one writer's slow commit (an fsync behind other
+    programs' writes) can outlast another's busy timeout."""
+    deadline = time.monotonic() + RETRY_S
+    while True:
+        try:
+            return call(*args, **kwargs)
+        except TransientError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def drain_queue(
@@ -31,7 +54,8 @@ def drain_queue(
 
     Batch sizes vary from 1 to 31 and acks alternate between ``ack_batch`` and
     ``job.ack`` so that every claim path takes part. An ack that does not land
-    means another process held the job: reported as an error.
+    means another process held the job: reported as an error. A call that
+    raises ``TransientError`` is retried (E-2), as any worker would.
     """
     try:
         store = factory.open()
@@ -48,13 +72,17 @@ def drain_queue(
         i = 0
         while empty < 3 and i < 10_000:  # bounded, in case claims repeat
             i += 1
-            jobs = q.claim_batch(worker, (i % 7) * 5 + 1, wait_s=0.2)
+            size = (i % 7) * 5 + 1
+            jobs = _retrying(q.claim_batch, worker, size, wait_s=0.2)
             if not jobs:
                 empty += 1
                 continue
             empty = 0
             ids.extend(j.id for j in jobs)
-            landed = q.ack_batch(jobs) if i % 2 else sum(1 for j in jobs if j.ack())
+            if i % 2:
+                landed = _retrying(q.ack_batch, jobs)
+            else:
+                landed = sum(1 for j in jobs if _retrying(j.ack))
             if landed != len(jobs):
                 raise AssertionError(f"{len(jobs) - landed} acks of fresh claims were refused")
     except BaseException as exc:

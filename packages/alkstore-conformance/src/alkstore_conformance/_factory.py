@@ -1,4 +1,10 @@
-"""How the suite reaches an engine: store factories and engine hooks."""
+"""How the suite reaches an engine: store factories and engine hooks.
+
+An engine needs nothing but its ``alkstore.engines`` entry point to run the
+suite (P-4). The hooks are optional, each one on its own: a test that needs
+a hook the engine does not register is skipped, and the skip says which hook
+and where to register it.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,22 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
+
+import pytest
 
 import alkstore
 from alkstore import Store
+from alkstore._open import redact_url
 
-__all__ = ["HOOKS_GROUP", "EngineHooks", "StoreFactory", "hooks_for"]
+__all__ = ["HOOKS_GROUP", "HOOK_NAMES", "EngineHooks", "StoreFactory", "hooks_for", "hooks_of"]
 
 #: Entry-point group where an engine registers its :class:`EngineHooks`, keyed
 #: by URL scheme, like ``alkstore.engines``.
 HOOKS_GROUP = "alkstore_conformance.hooks"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class StoreFactory:
     """Opens fresh stores on one isolated database.
 
@@ -29,14 +38,52 @@ class StoreFactory:
 
     url: str
     opts: Mapping[str, Any] = field(default_factory=dict)
+    #: True when every test of the run uses this one database (the URL
+    #: runner on an engine without an ``isolated`` hook): tests marked
+    #: ``fresh_database`` are then skipped.
+    shared_database: bool = False
 
     def open(self, **overrides: Any) -> Store:
-        """A new store on the isolated database; *overrides* replace engine options."""
-        return alkstore.open(self.url, **{**self.opts, **overrides})
+        """A new store on the isolated database; *overrides* replace engine options.
+
+        Under the async face of the suite (A-1) the store is the engine's
+        async store (``alkstore.open_async``) behind a sync facade."""
+        options = {**self.opts, **overrides}
+        if _FACE[0] == "async":
+            from ._facade import open_facade
+
+            store: Store = open_facade(self.url, **options)
+            return store
+        return alkstore.open(self.url, **options)
+
+    def __repr__(self) -> str:  # E-4: a failing test's report shows no password
+        return (
+            f"StoreFactory({redact_url(self.url)!r}, {redact_url(repr(dict(self.opts)))}, "
+            f"shared_database={self.shared_database})"
+        )
+
+    def skip_reason(self, hook: str) -> str:
+        """Why a test that needs the engine hook *hook* cannot run here."""
+        return (
+            f"needs the engine hook {hook}(): the {self.scheme!r} engine registers none "
+            f"under the {HOOKS_GROUP!r} entry point group"
+        )
 
     @property
     def scheme(self) -> str:
         return self.url.partition("://")[0].lower()
+
+
+#: The face the running test uses: ``"sync"`` or ``"async"`` (set by the
+#: suite's ``face`` fixture; child processes always open the sync face).
+_FACE = ["sync"]
+
+
+def set_face(face: str) -> str:
+    """Make :meth:`StoreFactory.open` open *face*; returns the previous one."""
+    previous = _FACE[0]
+    _FACE[0] = face
+    return previous
 
 
 class EngineHooks(Protocol):
@@ -70,40 +117,74 @@ class EngineHooks(Protocol):
         ...
 
 
-class _NoHooks:
-    """The fallback for an engine without hooks: no isolation, no E-2 probe."""
+#: The hooks an engine may register, each optional.
+HOOK_NAMES = ("isolated", "transient_failure", "future_schema")
 
-    def __init__(self, scheme: str) -> None:
+
+def _registered(scheme: str) -> object | None:
+    for ep in entry_points(group=HOOKS_GROUP):
+        if ep.name == scheme:
+            hooks: object = ep.load()
+            return hooks
+    return None
+
+
+def hooks_of(scheme: str) -> frozenset[str]:
+    """The names of the hooks the engine for *scheme* registered."""
+    hooks = _registered(scheme)
+    return frozenset(n for n in HOOK_NAMES if callable(getattr(hooks, n, None)))
+
+
+class _Hooks:
+    """An engine's hooks with a fallback for each one it lacks: no isolation
+    (the URL's database is shared), and a skip, with the reason, for a test
+    that needs a probe (E-2, ST-2)."""
+
+    def __init__(self, scheme: str, registered: object | None) -> None:
         self.scheme = scheme
+        self._registered = registered
 
-    @contextmanager
+    def _own(self, name: str) -> Any:
+        return getattr(self._registered, name, None)
+
+    def _skip(self, name: str) -> NoReturn:
+        pytest.skip(StoreFactory(f"{self.scheme}://").skip_reason(name))
+
     def isolated(
         self, url: str, opts: Mapping[str, Any], key: str
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
-        yield url, dict(opts)
+    ) -> AbstractContextManager[tuple[str, dict[str, Any]]]:
+        own = self._own("isolated")
+        if own is not None:
+            cm: AbstractContextManager[tuple[str, dict[str, Any]]] = own(url, opts, key)
+            return cm
+        return _shared(url, opts)
 
     def transient_failure(
         self, url: str, opts: Mapping[str, Any]
     ) -> AbstractContextManager[Callable[[], object]]:
-        raise NotImplementedError(
-            f"the {self.scheme!r} engine registers no {HOOKS_GROUP!r} entry point, "
-            "so the suite cannot provoke a transient failure (E-2)"
-        )
+        own = self._own("transient_failure")
+        if own is None:
+            self._skip("transient_failure")
+        cm: AbstractContextManager[Callable[[], object]] = own(url, opts)
+        return cm
 
     def future_schema(
         self, url: str, opts: Mapping[str, Any]
     ) -> AbstractContextManager[Callable[[], object]]:
-        raise NotImplementedError(
-            f"the {self.scheme!r} engine registers no {HOOKS_GROUP!r} entry point, "
-            "so the suite cannot fake a newer schema (ST-2)"
-        )
+        own = self._own("future_schema")
+        if own is None:
+            self._skip("future_schema")
+        cm: AbstractContextManager[Callable[[], object]] = own(url, opts)
+        return cm
+
+
+@contextmanager
+def _shared(url: str, opts: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    yield url, dict(opts)
 
 
 def hooks_for(scheme: str) -> EngineHooks:
-    """The hooks the engine for *scheme* registered, or a fallback that does
-    not isolate and cannot probe E-2."""
-    for ep in entry_points(group=HOOKS_GROUP):
-        if ep.name == scheme:
-            hooks: EngineHooks = ep.load()
-            return hooks
-    return _NoHooks(scheme)
+    """The hooks of the engine for *scheme*. A hook it does not register falls
+    back: ``isolated`` yields the URL unchanged (no isolation), and the probes
+    skip the calling test with the reason."""
+    return _Hooks(scheme, _registered(scheme))

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from .contract_async import AsyncContract
 from .contract_basics import BasicsContract
 from .contract_coverage import CoverageContract
+from .contract_deadletters import DeadLetterContract
 from .contract_errors import ErrorContract
+from .contract_hardening import HardeningContract
+from .contract_jobcontrol import JobControlContract
 from .contract_lock import LockContract
 from .contract_notify import NotificationContract
 from .contract_outbox import OutboxContract
 from .contract_queue import QueueContract
 from .contract_scheduler import SchedulerContract
+from .contract_scoping import ScopingContract
 from .contract_selfcheck import SelfCheckContract
+from .contract_settle import SettleContract
 from .contract_store import LifecycleContract
 from .contract_stream import StreamContract
+from .contract_tracing import TracingContract
 from .contract_transaction import TransactionContract
 from .contract_worker import WorkerContract
 
@@ -24,13 +31,20 @@ class StoreContract(
     BasicsContract,
     ErrorContract,
     QueueContract,
+    SettleContract,
+    DeadLetterContract,
+    JobControlContract,
     TransactionContract,
+    TracingContract,
     OutboxContract,
     StreamContract,
     LockContract,
     NotificationContract,
     SchedulerContract,
     WorkerContract,
+    ScopingContract,
+    HardeningContract,
+    AsyncContract,
     SelfCheckContract,
     CoverageContract,
 ):

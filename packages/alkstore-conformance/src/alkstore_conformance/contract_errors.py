@@ -13,6 +13,7 @@ from alkstore import (
     EngineError,
     InvalidArgument,
     InvalidSpec,
+    QueueFull,
     ReservedName,
     SchemaVersionError,
     Store,
@@ -34,7 +35,7 @@ class ErrorContract(ContractBase):
         )
         assert issubclass(ReservedName, InvalidArgument)
         assert issubclass(InvalidSpec, InvalidArgument)
-        for cls in (StoreClosed, UnsupportedOperation, SchemaVersionError, EngineError):
+        for cls in (QueueFull, StoreClosed, UnsupportedOperation, SchemaVersionError, EngineError):
             assert cls.__bases__ == (AlkstoreError,)
         assert TransientError.__bases__ == (EngineError,)
         assert set(alkstore.errors.__all__) == {
@@ -42,6 +43,7 @@ class ErrorContract(ContractBase):
             "InvalidArgument",
             "ReservedName",
             "InvalidSpec",
+            "QueueFull",
             "StoreClosed",
             "UnsupportedOperation",
             "SchemaVersionError",
@@ -57,6 +59,8 @@ class ErrorContract(ContractBase):
         assert isinstance(reserved, ReservedName) and reserved.name == "__alkstore.x"
         version = pickle.loads(pickle.dumps(SchemaVersionError(9, 1)))
         assert (version.found, version.supported) == (9, 1)
+        full = pickle.loads(pickle.dumps(QueueFull("emails", 10)))
+        assert isinstance(full, QueueFull) and (full.queue, full.max_depth) == ("emails", 10)
         transient = pickle.loads(pickle.dumps(TransientError("busy")))
         assert isinstance(transient, EngineError) and str(transient) == "busy"
 

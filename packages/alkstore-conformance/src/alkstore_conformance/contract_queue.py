@@ -410,8 +410,8 @@ class QueueContract(ContractBase):
     @QUEUES
     def test_claim_before_run_at_gets_nothing_then_the_job(self, store: Store) -> None:
         q = store.queue(unique())
+        asked = time.monotonic()  # the delay starts inside the call, not before it
         job_id = q.enqueue("later", EnqueueOpts(delay_s=1.0))
-        enqueued = time.monotonic()
         assert q.claim("w") is None
         assert q.claim_batch("w", 10) == []
         assert counts(q) == (0, 1, 0, 0)
@@ -420,7 +420,7 @@ class QueueContract(ContractBase):
         assert claim_one(q).id == ready_id
         job = claim_soon(q)
         assert job.id == job_id
-        assert time.monotonic() - enqueued >= 0.9
+        assert time.monotonic() - asked >= 0.95
 
     # -----------------------------------------------------------------
 
@@ -679,13 +679,15 @@ class QueueContract(ContractBase):
     def test_heartbeat_keeps_a_claim_past_its_visibility_timeout(
         self, store: Store, store_factory: StoreFactory
     ) -> None:
-        q = store.queue(unique(), QueueOpts(visibility_timeout_s=0.5))
+        # 1 s: the loop below beats every 0.1 s, and a loaded machine once
+        # let 0.5 s pass between two of its beats.
+        q = store.queue(unique(), QueueOpts(visibility_timeout_s=1.0))
         job_id = q.enqueue("long task")
         job = claim_one(q)
         with store_factory.open() as other:
             oq = other.queue(q.name)
             started = time.monotonic()
-            while time.monotonic() - started < 1.0:
+            while time.monotonic() - started < 2.0:
                 time.sleep(0.1)
                 assert job.heartbeat(), "a heartbeat inside the deadline was refused"
                 assert oq.claim("thief") is None, "a heartbeated claim was reclaimed"
@@ -783,8 +785,8 @@ class QueueContract(ContractBase):
         q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, max_attempts=3))
         job_id = q.enqueue("x")
         job = claim_one(q)
+        asked = time.monotonic()  # the delay starts inside the call, not before it
         assert job.retry("flaky", delay_s=0.8) is True
-        retried = time.monotonic()
         info = info_of(q, job_id)
         assert (info.state, info.attempts, info.last_error, info.died_at) == (
             JobState.PENDING,
@@ -800,7 +802,7 @@ class QueueContract(ContractBase):
         assert job.ack() is False
         assert job.heartbeat() is False
         again = claim_soon(q)
-        assert time.monotonic() - retried >= 0.7
+        assert time.monotonic() - asked >= 0.75
         assert (again.id, again.attempts) == (job_id, 2)
 
     @pytest.mark.clause("Q-10")
@@ -1255,7 +1257,14 @@ class QueueContract(ContractBase):
             assert q.ack_batch(q.claim_batch("w", 10)) == 2  # d and e
             assert q.claim("w") is None
             time.sleep(0.2)
-            started = {t.name for t in set(threading.enumerate()) - opened}
+            # The event loop's own executor threads (name "asyncio_N": a
+            # driver resolving a host name for a new pooled connection, under
+            # the async face) belong to the loop, not to the engine.
+            started = {
+                t.name
+                for t in set(threading.enumerate()) - opened
+                if not t.name.startswith("asyncio_")
+            }
             assert started == set(), f"queue operations started threads: {sorted(started)}"
         finally:
             s.close()
@@ -1328,36 +1337,43 @@ class QueueContract(ContractBase):
         assert job is not None and (job.id, job.attempts) == (job_id, 2)
         assert bg.returned_at - retried < WAKE_BOUND_S
         # A retry with a delay: the claim wakes when the delay ends, with no
-        # other write to wake it.
+        # other write to wake it. The delay runs from a moment inside the
+        # retry call: not before the call began, at most its return.
+        asked = time.monotonic()
         assert job.retry("later", delay_s=0.5)
         retried = time.monotonic()
         again = q.claim("third", wait_s=20)
         returned = time.monotonic()
         assert again is not None and (again.id, again.attempts) == (job_id, 3)
-        assert 0.4 <= returned - retried < 0.5 + WAKE_BOUND_S
+        assert returned - asked >= 0.45
+        assert returned - retried < 0.5 + WAKE_BOUND_S
 
     @pytest.mark.clause("Q-19", "Q-6")
     @QUEUES
     def test_blocked_claim_wakes_when_a_claim_lapses(self, store: Store) -> None:
         q = store.queue(unique(), QueueOpts(visibility_timeout_s=0.5, max_attempts=3))
         job_id = q.enqueue("x")
+        asked = time.monotonic()  # the claim's deadline is set inside the call
         claim_one(q, "dies")
         claimed = time.monotonic()
         job = q.claim("rescuer", wait_s=20)
         returned = time.monotonic()
         assert job is not None and (job.id, job.attempts) == (job_id, 2)
-        assert 0.3 <= returned - claimed < 0.5 + WAKE_BOUND_S
+        assert returned - asked >= 0.45
+        assert returned - claimed < 0.5 + WAKE_BOUND_S
 
     @pytest.mark.clause("Q-19", "Q-2")
     @QUEUES
     def test_blocked_claim_wakes_when_a_delayed_job_turns_ready(self, store: Store) -> None:
         q = store.queue(unique())
+        asked = time.monotonic()  # the delay starts inside the call
         job_id = q.enqueue("x", EnqueueOpts(delay_s=0.5))
         enqueued = time.monotonic()
         job = q.claim("w", wait_s=20)
         returned = time.monotonic()
         assert job is not None and job.id == job_id
-        assert 0.4 <= returned - enqueued < 0.5 + WAKE_BOUND_S
+        assert returned - asked >= 0.45
+        assert returned - enqueued < 0.5 + WAKE_BOUND_S
 
     @pytest.mark.clause("Q-19", "T-3")
     @QUEUES

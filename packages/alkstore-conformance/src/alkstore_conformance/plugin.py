@@ -17,6 +17,20 @@ MARKERS = {
         "the test is skipped, with the reason, when the engine does not declare one"
     ),
     "cross_process": "cross_process: the test runs real child processes",
+    "sync_only": (
+        "sync_only(reason): the test speaks the sync API only (a native sync driver "
+        "handle, a thread-bound rule); its async run is skipped with the reason"
+    ),
+    "alone": (
+        "alone: the test times the machine's responsiveness (the event loop's pauses, "
+        "a heartbeat's cadence); "
+        "run it where no other test loads the CPU (`dev.py test` runs these last, one "
+        "at a time)"
+    ),
+    "fresh_database": (
+        "fresh_database: the test reads database-wide state (every schedule, every "
+        "queue) and is skipped when the run shares one database between tests"
+    ),
 }
 
 
@@ -28,8 +42,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Known failures: ``known_failures = {"test_name": "reason"}`` on the
     engine's contract class marks those tests as strict xfails, so that a
-    fixed failure is noticed. Each test also answers ``-k`` to the name of the
-    mixin that defines it (``-k QueueContract``)."""
+    fixed failure is noticed. ``fresh_database_tests`` (a set of test names)
+    on the class marks those tests ``fresh_database``. Each test also answers
+    ``-k`` to the name of the mixin that defines it (``-k QueueContract``)."""
     for item in items:
         cls = getattr(item, "cls", None)
         if cls is None:
@@ -38,6 +53,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         known: Mapping[str, str] = getattr(cls, "known_failures", None) or {}
         if name in known:
             item.add_marker(pytest.mark.xfail(reason=known[name], strict=True))
+        if name in (getattr(cls, "fresh_database_tests", None) or ()):
+            item.add_marker(pytest.mark.fresh_database)
         for base in cls.__mro__:
             if name in vars(base):
                 item.extra_keyword_matches.add(base.__name__)

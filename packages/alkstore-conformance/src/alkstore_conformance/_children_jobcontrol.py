@@ -1,0 +1,90 @@
+"""Child-process entry points of the job-control tests (Q-23, R-2).
+
+They run under the ``spawn`` start method, so each is a module-level function
+taking picklable arguments: a :class:`StoreFactory` and plain values. Each
+reports ``("ready", ...)`` once its store is open, waits for the parent's
+*go*, does its part and reports ``("ok", ...)``, or ``("error", text)``.
+"""
+
+from __future__ import annotations
+
+import time
+from multiprocessing.queues import Queue as MPQueue
+from multiprocessing.synchronize import Event as MPEvent
+from typing import Any
+
+from ._factory import StoreFactory
+
+__all__ = ["acquire_until", "enqueue_unique_at_signal"]
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def enqueue_unique_at_signal(
+    factory: StoreFactory, queue: str, key: str, tag: int, go: MPEvent, results: MPQueue[Any]
+) -> None:
+    """Q-23: at *go*, ``enqueue_unique(key, {"tag": tag})``; report
+    ``("ok", tag, id, created)``."""
+    try:
+        store = factory.open()
+    except BaseException as exc:
+        results.put(("error", _describe(exc)))
+        return
+    try:
+        q = store.queue(queue)
+        results.put(("ready", tag))
+        if not go.wait(120):
+            raise TimeoutError("the parent never said go")
+        got = q.enqueue_unique(key, {"tag": tag})
+        results.put(("ok", tag, got.id, got.created))
+    except BaseException as exc:
+        results.put(("error", _describe(exc)))
+    finally:
+        store.close()
+
+
+def acquire_until(
+    factory: StoreFactory,
+    name: str,
+    rate: float,
+    per_s: float,
+    burst: int,
+    go: MPEvent,
+    start_at: Any,
+    duration_s: float,
+    results: MPQueue[Any],
+) -> None:
+    """R-2: at *go*, sleep until the wall-clock time ``start_at.value``, then
+    call ``acquire()`` on the limiter until *duration_s* later, as fast as
+    refusals allow; report ``("ok", granted, refused, first_start, last_end)``
+    (wall-clock seconds of the first call and of the end of the last)."""
+    try:
+        store = factory.open()
+    except BaseException as exc:
+        results.put(("error", _describe(exc)))
+        return
+    try:
+        limiter = store.rate_limit(name, rate, per_s, burst)
+        results.put(("ready",))
+        if not go.wait(120):
+            raise TimeoutError("the parent never said go")
+        start = float(start_at.value)
+        time.sleep(max(0.0, start - time.time()))
+        end = start + duration_s
+        granted = refused = 0
+        first_start = time.time()
+        last_end = first_start
+        while time.time() < end:
+            if limiter.acquire():
+                granted += 1
+            else:
+                refused += 1
+                time.sleep(0.002)
+            last_end = time.time()
+        results.put(("ok", granted, refused, first_start, last_end))
+    except BaseException as exc:
+        results.put(("error", _describe(exc)))
+    finally:
+        store.close()
