@@ -40,11 +40,17 @@ def _run(example: Path, cwd: Path, url: str | None) -> None:
 def test_every_example_is_collected() -> None:
     assert {p.stem for p in EXAMPLES} >= {
         "quickstart",
+        "job_control",
         "streams",
         "locks",
         "notifications",
         "outbox",
         "scheduler",
+        "async_worker",
+        "worker",
+        "fastapi_sqlalchemy",
+        "fastapi_psycopg",
+        "django_async",
     }
 
 

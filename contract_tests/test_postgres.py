@@ -12,8 +12,12 @@ import pytest
 from alkstore_conformance import StoreContract, StoreFactory
 from alkstore_postgres.testing import HOOKS
 
+from .known_failures import KNOWN_FAILURES
+
 
 class TestPostgres(StoreContract):
+    known_failures = KNOWN_FAILURES
+
     @pytest.fixture
     def store_factory(self, pg_url: str, request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
         with HOOKS.isolated(pg_url, {}, request.node.name) as (url, opts):
