@@ -1,4 +1,5 @@
-"""Quickstart: a business row and its job commit together; a worker runs it.
+"""Quickstart: a business row and its job commit together; a worker runs it;
+failures wait as dead letters to be redriven or purged.
 
 Run it from any directory: it opens the store at $ALKSTORE_URL, or the
 embedded default (sqlite:///alkstore.db in the current directory).
@@ -39,11 +40,18 @@ worker = Worker(store, emails, send_email, concurrency=2)
 worker.run_until_empty()  # in production: worker.run() until SIGTERM
 print("sent to:", sorted(sent))
 
-# 3. Nothing is lost: failures are dead letters you can inspect and re-enqueue.
-for dead in emails.list_jobs(JobState.DEAD):
-    print(f"dead job {dead.id}: {dead.last_error!r} after {dead.attempts} attempt(s)")
+# 3. Nothing is lost: failures are dead letters you can inspect, then redrive
+# (back to pending, same id, a fresh budget) once the cause is fixed, or purge.
+dead = emails.list_jobs(JobState.DEAD)
+for info in dead:
+    print(f"dead job {info.id}: {info.last_error!r} after {info.attempts} attempt(s)")
 print(emails.stats())
+assert [info.payload["to"] for info in dead] == ["nobody@invalid"]
+
+print("redriven:", emails.redrive([info.id for info in dead]))
+worker.run_until_empty()  # the address is still invalid: back to the dead letters
+print("purged:", emails.purge_dead())  # or purge_dead(older_than_s=7 * 86400)
 
 assert sorted(sent) == ["ada@example.com", "bob@example.com"]
-assert emails.stats().dead == 1
+assert emails.stats().live == emails.stats().dead == 0
 store.close()
