@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bench.runtime import RuntimePlan, RuntimeResult
     from bench.scaling import ScalingResult
     from bench.systems import Env, Sample, System
 
@@ -65,8 +66,11 @@ WORKLOADS = [
     Workload("W2", "W2 enqueue_many, 100 per call", 100),
     Workload("W3b1", "W3 claim + ack, batch 1", 1),
     Workload("W3b32", "W3 claim + ack, batch 32", 32),
+    Workload("W1c", "W1c enqueue, 16 producers at once, 1 job per call", 1),
 ]
-WARMUP_STEPS = {"W1": 20, "W2": 2, "W3b1": 5, "W3b32": 2}
+WARMUP_STEPS = {"W1": 20, "W2": 2, "W3b1": 5, "W3b32": 2, "W1c": 2}
+#: The worker runtime's workloads (bench/runtime.py), each with its own loop.
+RUNTIME_WORKLOADS = ["Wd", "W4", "W6"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,27 +87,33 @@ class Plan:
     c8_waiting: int
     c8_claims: int
     c8_reps: int
+    c8_groups: int
+    c8_bound: int
 
 
 FULL = Plan(
     reps=7,
-    targets={"W1": 3_000, "W2": 30_000, "W3b1": 4_000, "W3b32": 40_000},
-    cap_s={"W1": 1.5, "W2": 1.5, "W3b1": 2.0, "W3b32": 2.0},
+    targets={"W1": 3_000, "W2": 30_000, "W3b1": 4_000, "W3b32": 40_000, "W1c": 6_000},
+    cap_s={"W1": 1.5, "W2": 1.5, "W3b1": 2.0, "W3b32": 2.0, "W1c": 1.5},
     c8_population=100_000,
     c8_dead=1_000_000,
     c8_waiting=1_000,
     c8_claims=1_000,
     c8_reps=7,
+    c8_groups=10_000,
+    c8_bound=100,
 )
 QUICK = Plan(
     reps=3,
-    targets={"W1": 600, "W2": 6_000, "W3b1": 800, "W3b32": 6_400},
-    cap_s={"W1": 0.3, "W2": 0.3, "W3b1": 0.4, "W3b32": 0.4},
+    targets={"W1": 600, "W2": 6_000, "W3b1": 800, "W3b32": 6_400, "W1c": 1_200},
+    cap_s={"W1": 0.3, "W2": 0.3, "W3b1": 0.4, "W3b32": 0.4, "W1c": 0.3},
     c8_population=10_000,
     c8_dead=100_000,
     c8_waiting=1_000,
     c8_claims=200,
     c8_reps=3,
+    c8_groups=1_000,
+    c8_bound=100,
 )
 
 
@@ -161,12 +171,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--only",
         nargs="+",
         metavar="PATTERN",
-        help="systems to run (shell patterns: 'alkstore-*', 'raw-sqlite-*', 'c8-*', 'huey-full')",
+        help=(
+            "systems to run (shell patterns: 'alkstore-*', 'raw-sqlite-*', 'c8-*', "
+            "'huey-full'; the runtime workloads per engine: 'wd-*', 'w4-postgres', "
+            "'w6-sqlite-full')"
+        ),
     )
     parser.add_argument(
         "--workloads",
         nargs="+",
-        choices=[w.key for w in WORKLOADS],
+        choices=[w.key for w in WORKLOADS] + RUNTIME_WORKLOADS,
         help="workloads to run (default: all)",
     )
     parser.add_argument("--reps", type=int, help="repetitions (default 7, --quick 3)")
@@ -339,8 +353,12 @@ def build_report(
     scaling: list[ScalingResult],
     workloads: list[Workload],
     meta: dict[str, Any],
+    runtime: list[RuntimeResult] | None = None,
+    runtime_plan: RuntimePlan | None = None,
 ) -> tuple[dict[str, Any], str]:
+    from bench import runtime as rt
     from bench.scaling import SCENARIOS, describe
+    from bench.systems import PRODUCERS
 
     by_name = {r.system.name: r for r in results}
     data: dict[str, Any] = {"meta": meta, "systems": {}, "ratios": [], "scaling": []}
@@ -368,6 +386,27 @@ def build_report(
     for r in results:
         if r.system.peer_of in by_name:
             pairs.append(("peer", by_name[r.system.peer_of], r))
+            # The async face against the same peer (the peers are async).
+            for a in results:
+                if a.system.sync_of == r.system.peer_of:
+                    pairs.append(("peer", a, r))
+    for r in results:
+        if r.system.sync_of in by_name:
+            pairs.append(("async face", r, by_name[r.system.sync_of]))
+    for r in results:
+        raw = by_name.get(r.system.compare_to or "")
+        if raw is not None and "W1c" in r.samples:
+            # W1c's target is against the raw limit of one enqueue per
+            # transaction from one thread (issue 14), i.e. raw W1.
+            data["ratios"].append(
+                {
+                    "kind": "W1c vs raw W1",
+                    "alkstore": r.system.name,
+                    "other": raw.system.name,
+                    "ratio_of_medians": {"W1c": ratio(r.median("W1c"), raw.median("W1"))},
+                    "median_of_paired_ratios": {},
+                }
+            )
     for kind, a, b in pairs:
         data["ratios"].append(
             {
@@ -381,6 +420,9 @@ def build_report(
             }
         )
     data["scaling"] = [describe(s) for s in scaling]
+    data["runtime"] = [rt.describe(r) for r in runtime or []]
+    if runtime_plan is not None:
+        data["runtime_plan"] = dataclasses.asdict(runtime_plan)
 
     # ---- Markdown
     md: list[str] = []
@@ -398,78 +440,114 @@ def build_report(
         + "."
     )
     md.append("")
-    md.append(
-        "Jobs per second, median of the repetitions (± half the min-max spread, "
-        "relative to the median). Per measurement: up to "
-        + ", ".join(f"{k} {v:,} jobs" for k, v in plan["targets"].items())
-        + " or "
-        + ", ".join(f"{v} s" for v in plan["cap_s"].values())
-        + "."
-    )
-    md.append("")
-    header = "| system | " + " | ".join(w.title for w in workloads) + " |"
-    md.append(header)
-    md.append("|---|" + "---:|" * len(workloads))
-    for r in results:
-        if r.error and not r.samples:
-            continue
-        cells = []
-        for w in workloads:
-            med = r.median(w.key)
-            spread = r.spread(w.key)
-            cell = fmt_rate(med)
-            if med is not None and spread is not None:
-                cell += f" ±{spread * 100:.0f}%"
-            cells.append(cell)
-        md.append(f"| {r.system.name} | " + " | ".join(cells) + " |")
-    md.append("")
-    md.append(
-        "Client CPU per job (µs, median): the benchmark process's own CPU time. The "
-        "machine has 2 cores, so client CPU competes with the database server's:"
-    )
-    md.append("")
-    md.append("| system | " + " | ".join(w.key for w in workloads) + " |")
-    md.append("|---|" + "---:|" * len(workloads))
-    for r in results:
-        if r.samples:
-            cpu = [r.cpu_us(w.key) for w in workloads]
-            cells = ["n/a" if c is None else f"{c:,.1f}" for c in cpu]
-            md.append(f"| {r.system.name} | " + " | ".join(cells) + " |")
-    md.append("")
-    for title, kind in (
-        ("alkstore against the raw-SQL limit (alkstore ÷ raw; 1.00 = as fast as raw)", "raw limit"),
-        ("alkstore against peers (alkstore ÷ peer; above 1 = alkstore faster)", "peer"),
-    ):
-        rows = [x for x in data["ratios"] if x["kind"] == kind]
-        if not rows:
-            continue
-        md.append(f"**{title}**, ratio of medians:")
-        md.append("")
-        md.append("| | " + " | ".join(w.title for w in workloads) + " |")
-        md.append("|---|" + "---:|" * len(workloads))
-        for x in rows:
-            values = [x["ratio_of_medians"][w.key] for w in workloads]
-            cells = ["n/a" if v is None else f"{v:.2f}" for v in values]
-            md.append(f"| {x['alkstore']} ÷ {x['other']} | " + " | ".join(cells) + " |")
-        md.append("")
-    if scaling:
+    if results and workloads:
         md.append(
-            "**C-8 scaling**: microseconds per `claim()` + `ack()` (median), and the "
-            "ratio to the baseline of the same engine (should be about 1):"
+            "Jobs per second, median of the repetitions (± half the min-max spread, "
+            "relative to the median). Per measurement: up to "
+            + ", ".join(f"{k} {v:,} jobs" for k, v in plan["targets"].items())
+            + " or "
+            + ", ".join(f"{v} s" for v in plan["cap_s"].values())
+            + "."
         )
         md.append("")
-        md.append("| engine | scenario | µs per claim+ack | ratio |")
-        md.append("|---|---|---:|---:|")
+        header = "| system | " + " | ".join(w.title for w in workloads) + " |"
+        md.append(header)
+        md.append("|---|" + "---:|" * len(workloads))
+        for r in results:
+            if r.error and not r.samples:
+                continue
+            cells = []
+            for w in workloads:
+                med = r.median(w.key)
+                spread = r.spread(w.key)
+                cell = fmt_rate(med)
+                if med is not None and spread is not None:
+                    cell += f" ±{spread * 100:.0f}%"
+                cells.append(cell)
+            md.append(f"| {r.system.name} | " + " | ".join(cells) + " |")
+        md.append("")
+        md.append(
+            "Client CPU per job (µs, median): the benchmark process's own CPU time. The "
+            "machine has 2 cores, so client CPU competes with the database server's:"
+        )
+        md.append("")
+        md.append("| system | " + " | ".join(w.key for w in workloads) + " |")
+        md.append("|---|" + "---:|" * len(workloads))
+        for r in results:
+            if r.samples:
+                cpu = [r.cpu_us(w.key) for w in workloads]
+                cells = ["n/a" if c is None else f"{c:,.1f}" for c in cpu]
+                md.append(f"| {r.system.name} | " + " | ".join(cells) + " |")
+        md.append("")
+        for title, kind in (
+            (
+                "alkstore against the raw-SQL limit (alkstore ÷ raw; 1.00 = as fast as raw)",
+                "raw limit",
+            ),
+            ("alkstore against peers (alkstore ÷ peer; above 1 = alkstore faster)", "peer"),
+            ("the async face against the sync face (async ÷ sync)", "async face"),
+        ):
+            rows = [x for x in data["ratios"] if x["kind"] == kind]
+            if not rows:
+                continue
+            md.append(
+                f"**{title}**, ratio of medians (in brackets: the median of the ratios "
+                "paired within each repetition, steadier when the machine's load drifts):"
+            )
+            md.append("")
+            md.append("| | " + " | ".join(w.title for w in workloads) + " |")
+            md.append("|---|" + "---:|" * len(workloads))
+            for x in rows:
+                cells = []
+                for w in workloads:
+                    v = x["ratio_of_medians"][w.key]
+                    paired = x["median_of_paired_ratios"].get(w.key)
+                    cell = "n/a" if v is None else f"{v:.2f}"
+                    if v is not None and paired is not None:
+                        cell += f" ({paired:.2f})"
+                    cells.append(cell)
+                md.append(f"| {x['alkstore']} ÷ {x['other']} | " + " | ".join(cells) + " |")
+            md.append("")
+        w1c = [x for x in data["ratios"] if x["kind"] == "W1c vs raw W1"]
+        if w1c:
+            md.append(
+                f"**W1c producer group commit**: {PRODUCERS} producers at once (threads; tasks "
+                "on the async face), each call returning after its own commit, against the raw "
+                "limit of one producer (raw W1). Target (issue 14): at least 3x on SQLite FULL "
+                "and PostgreSQL."
+            )
+            md.append("")
+            md.append("| | W1c ÷ raw W1 |")
+            md.append("|---|---:|")
+            for x in w1c:
+                value = x["ratio_of_medians"]["W1c"]
+                cell = "n/a" if value is None else f"{value:.2f}"
+                md.append(f"| {x['alkstore']} W1c ÷ {x['other']} W1 | {cell} |")
+            md.append("")
+    if scaling:
+        md.append(
+            "**C-8 scaling** (with the job-control cases of Q-24 and Q-25): microseconds "
+            "per timed step (median), and the ratio to the scenario it is compared with, "
+            "on the same engine (should be about 1):"
+        )
+        md.append("")
+        md.append("| engine | scenario | timed step | µs per step | ratio | to |")
+        md.append("|---|---|---|---:|---:|---|")
         for sc in scaling:
             if sc.error:
-                md.append(f"| {sc.engine} | failed: {sc.error} | | |")
-            for key in SCENARIOS:
+                md.append(f"| {sc.engine} | failed: {sc.error} | | | | |")
+            for key, scenario in SCENARIOS.items():
+                if key in sc.failed:
+                    md.append(f"| {sc.engine} | {key}: not built: {sc.failed[key]} | | | | |")
                 if key in sc.samples:
                     md.append(
-                        f"| {sc.engine} | {key}: {sc.label(key)} | "
-                        f"{sc.us_per_job(key):,.0f} | {sc.ratio(key):.2f} |"
+                        f"| {sc.engine} | {key}: {sc.label(key)} | {scenario.step} | "
+                        f"{sc.us_per_job(key):,.0f} | {sc.ratio(key):.2f} | "
+                        f"{scenario.base or '(reference)'} |"
                     )
         md.append("")
+    if runtime and runtime_plan is not None:
+        md.extend(rt.render(runtime, runtime_plan, meta.get("runtime_reps") or runtime_plan.reps))
     missing = [r for r in results if r.error]
     if missing:
         md.append("**Not measured, or not completely:**")
@@ -495,14 +573,26 @@ def main(argv: list[str]) -> int:
         python = ensure_venv()
         os.execv(str(python), [str(python), str(Path(__file__).resolve()), *argv])
     sys.path.insert(0, str(ROOT))  # bench/ is a namespace package of the checkout
+    from bench import runtime
     from bench.scaling import Sizes, run_scaling
     from bench.systems import Env, all_systems, throwaway_database
 
     plan = QUICK if args.quick else FULL
     reps = args.reps or plan.reps
     workloads = [w for w in WORKLOADS if args.workloads is None or w.key in args.workloads]
-    systems = [s for s in all_systems() if selected(s.name, args.only)]
+    systems = [s for s in all_systems() if selected(s.name, args.only)] if workloads else []
     c8_engines = [e for e in ("sqlite", "postgres") if selected(f"c8-{e}", args.only)]
+    runtime_plan = runtime.QUICK_RUNTIME if args.quick else runtime.FULL_RUNTIME
+    runtime_engines = {
+        e: {
+            w
+            for w in RUNTIME_WORKLOADS
+            if (args.workloads is None or w in args.workloads)
+            and selected(f"{w.lower()}-{e}", args.only)
+        }
+        for e in runtime.ENGINES
+    }
+    runtime_engines = {e: ws for e, ws in runtime_engines.items() if ws}
     started = datetime.now(timezone.utc)
     t0 = time.monotonic()
     loadavg_start = [round(x, 2) for x in os.getloadavg()]
@@ -513,16 +603,25 @@ def main(argv: list[str]) -> int:
             meta_env = environment(env)
             log(
                 f"{'quick' if args.quick else 'full'} run, {reps} reps, "
-                f"{len(systems)} systems, C-8 on {c8_engines or 'nothing'}; "
+                f"{len(systems)} systems, C-8 on {c8_engines or 'nothing'}, "
+                f"runtime workloads on {sorted(runtime_engines) or 'nothing'}; "
                 f"PostgreSQL: {pg_url or pg_reason}"
             )
             results = measure_all(systems, workloads, plan, reps, env)
+            runtime_results = []
+            if runtime_engines:
+                log("runtime workloads (Wd, W4, W6)")
+                runtime_results = runtime.run_runtime(
+                    runtime_engines, env, runtime_plan, log, args.reps
+                )
             sizes = Sizes(
                 population=plan.c8_population,
                 dead=plan.c8_dead,
                 waiting=plan.c8_waiting,
                 claims=plan.c8_claims,
                 reps=args.reps or plan.c8_reps,
+                groups=plan.c8_groups,
+                bound=plan.c8_bound,
             )
             scaling = []
             for engine in c8_engines:
@@ -535,13 +634,14 @@ def main(argv: list[str]) -> int:
         "mode": "quick" if args.quick else "full",
         "argv": argv,
         "reps": reps,
+        "runtime_reps": args.reps or runtime_plan.reps,
         "plan": dataclasses.asdict(plan),
         "duration_s": time.monotonic() - t0,
         "loadavg_start": loadavg_start,
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "env": meta_env,
     }
-    data, markdown = build_report(results, scaling, workloads, meta)
+    data, markdown = build_report(results, scaling, workloads, meta, runtime_results, runtime_plan)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = started.strftime("%Y%m%dT%H%M%SZ") + ("-quick" if args.quick else "")
     json_path = args.out / f"{stem}.json"

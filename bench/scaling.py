@@ -1,11 +1,12 @@
-"""C-8: the cost of claim + ack must not grow with the rows around it.
+"""C-8 and its job-control cases (Q-24, Q-25): the cost of the hot calls must
+not grow with the rows around them.
 
 For each alkstore engine, one store per scenario, all built before any
 timing, then measured round-robin (so that a burst of machine noise hits
-every scenario alike). Each measurement claims and acks ``claims`` jobs one
-at a time (``claim()`` + ``ack()``) out of ``waiting`` ready jobs, then tops
-the ready jobs back up, untimed. The scenarios add, to the same queue
-unless said otherwise:
+every scenario alike). Most scenarios time ``claim()`` + ``ack()``, one job
+at a time, ``claims`` times out of ``waiting`` ready jobs, then top the ready
+jobs back up, untimed. The C-8 scenarios add, to the same queue unless said
+otherwise:
 
 - ``baseline``: nothing (just the ready jobs);
 - ``waiting``: a large backlog of ready jobs (claims take from it);
@@ -13,6 +14,28 @@ unless said otherwise:
 - ``scheduled``: as many rows delayed by a day;
 - ``other_queue``: as many ready rows in another queue;
 - ``dead``: a very large dead-letter table for the queue.
+
+Groups (Q-25), claims and acks of grouped jobs (``group_limit`` 2), ratios
+to the same ``baseline``:
+
+- ``groups_small``: ``waiting`` jobs in a hundredth as many groups;
+- ``groups``: ``population`` waiting jobs in ``groups`` groups;
+- ``groups_blocked``: the same, but the first nine tenths of the jobs in
+  claim order (higher priority) belong to groups already at their limit
+  (their slots held by claims of another worker): every claim must pass
+  over them without reading them.
+
+Bounded queues (Q-24), with a bound of ``bound`` jobs; each scenario has
+its own reference (``base``):
+
+- ``bounded_at_bound``: the queue holds ``bound`` jobs; each timed step is an
+  enqueue through the bounded handle, refused with ``QueueFull``;
+- ``bounded_backlog``: the same with ``population`` jobs waiting: the check
+  reads at most ``bound + 1`` index entries, so it must cost the same;
+- ``plain_room``: half the bound waiting; each step is an ``enqueue`` and a
+  ``cancel`` of it through an unbounded handle;
+- ``bounded_room``: the same through the bounded handle: the cost of the
+  check when there is room.
 
 Rows are made through the public API except the dead letters, which are
 inserted with SQL straight into the engine's dead table (the API would take
@@ -44,18 +67,50 @@ import alkstore
 from alkstore import EnqueueOpts, QueueOpts
 from bench.systems import QUEUE, Env, Sample, payload, timed_loop
 
-__all__ = ["SCENARIOS", "ScalingResult", "Sizes", "describe", "run_scaling"]
+__all__ = ["SCENARIOS", "ScalingResult", "Scenario", "Sizes", "describe", "run_scaling"]
 
-SCENARIOS: dict[str, str] = {
-    "baseline": "{waiting:,} ready jobs, nothing else",
-    "waiting": "+ {population:,} more ready jobs in the queue",
-    "in_flight": "+ {population:,} jobs of the queue in flight (claimed, not lapsed)",
-    "scheduled": "+ {population:,} jobs of the queue delayed by a day",
-    "other_queue": "+ {population:,} ready jobs in another queue",
-    "dead": "+ {dead:,} dead letters of the queue",
+
+@dataclass(frozen=True)
+class Scenario:
+    """One measured store: its label (formatted with the sizes), what one
+    timed step does, and the scenario its ratio is taken to (``None``: it
+    is a reference itself)."""
+
+    label: str
+    step: str = "claim + ack"
+    base: str | None = "baseline"
+
+
+_REFUSED = "refused enqueue"
+_ENQUEUE_CANCEL = "enqueue + cancel"
+
+SCENARIOS: dict[str, Scenario] = {
+    "baseline": Scenario("{waiting:,} ready jobs, nothing else", base=None),
+    "waiting": Scenario("+ {population:,} more ready jobs in the queue"),
+    "in_flight": Scenario("+ {population:,} jobs of the queue in flight (claimed, not lapsed)"),
+    "scheduled": Scenario("+ {population:,} jobs of the queue delayed by a day"),
+    "other_queue": Scenario("+ {population:,} ready jobs in another queue"),
+    "dead": Scenario("+ {dead:,} dead letters of the queue"),
+    "groups_small": Scenario("{waiting:,} waiting jobs in {small_groups:,} groups, limit 2"),
+    "groups": Scenario("{population:,} waiting jobs in {groups:,} groups, limit 2"),
+    "groups_blocked": Scenario(
+        "{population:,} waiting jobs in {groups:,} groups, the first {blocked:,} in claim "
+        "order in groups at their limit"
+    ),
+    "bounded_at_bound": Scenario("bound {bound:,}, {bound:,} jobs waiting", _REFUSED, None),
+    "bounded_backlog": Scenario(
+        "bound {bound:,}, {population:,} jobs waiting", _REFUSED, "bounded_at_bound"
+    ),
+    "plain_room": Scenario("no bound, {half_bound:,} jobs waiting", _ENQUEUE_CANCEL, None),
+    "bounded_room": Scenario(
+        "bound {bound:,}, {half_bound:,} jobs waiting", _ENQUEUE_CANCEL, "plain_room"
+    ),
 }
 _BATCH = 10_000
 _DAY_S = 86_400.0
+_GROUP_LIMIT = 2
+#: Jobs per group in the group scenarios.
+_PER_GROUP = 10
 
 
 @dataclass(frozen=True)
@@ -65,6 +120,21 @@ class Sizes:
     waiting: int
     claims: int
     reps: int
+    groups: int = 10_000
+    bound: int = 100
+
+    @property
+    def blocked(self) -> int:
+        """Jobs of groups at their limit, first in claim order (nine tenths)."""
+        return self.population * 9 // 10
+
+    def fields(self) -> dict[str, int]:
+        return {
+            **dataclasses.asdict(self),
+            "blocked": self.blocked,
+            "small_groups": max(self.waiting // _PER_GROUP, 1),
+            "half_bound": self.bound // 2,
+        }
 
 
 @dataclass
@@ -74,17 +144,21 @@ class ScalingResult:
     build_s: dict[str, float] = field(default_factory=dict)
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     error: str | None = None
+    #: Scenarios that could not be built (an engine without the feature).
+    failed: dict[str, str] = field(default_factory=dict)
 
     def label(self, key: str) -> str:
-        s = self.sizes
-        return SCENARIOS[key].format(waiting=s.waiting, population=s.population, dead=s.dead)
+        return SCENARIOS[key].label.format(**self.sizes.fields())
 
     def us_per_job(self, key: str) -> float:
         rates = [x.rate for x in self.samples.get(key, []) if x.jobs]
         return 1e6 / statistics.median(rates) if rates else float("nan")
 
     def ratio(self, key: str) -> float:
-        return self.us_per_job(key) / self.us_per_job("baseline")
+        base = SCENARIOS[key].base
+        if base is None:
+            return 1.0
+        return self.us_per_job(key) / self.us_per_job(base)
 
 
 def _enqueue_in_batches(q: alkstore.Queue, n: int, opts: EnqueueOpts | None = None) -> None:
@@ -95,14 +169,77 @@ def _enqueue_in_batches(q: alkstore.Queue, n: int, opts: EnqueueOpts | None = No
         done += k
 
 
+def _group_opts(group: int, priority: int = 0) -> EnqueueOpts:
+    return EnqueueOpts(group=f"g{group}", priority=priority)
+
+
+def _fill_groups(q: alkstore.Queue, groups: range, per_group: int, priority: int = 0) -> None:
+    for g in groups:
+        q.enqueue_many([payload(i) for i in range(per_group)], _group_opts(g, priority))
+
+
+class _TopUp:
+    """Puts back what a measurement took, untimed: ready jobs for the claim
+    scenarios, spread over the free groups for the group ones."""
+
+    def __init__(self, q: alkstore.Queue, groups: range | None = None) -> None:
+        self.q = q
+        self.groups = groups
+        self.next = 0
+
+    def __call__(self, n: int) -> None:
+        if self.groups is None:
+            _enqueue_in_batches(self.q, n)
+            return
+        for _ in range(n):
+            g = self.groups[self.next % len(self.groups)]
+            self.next += 1
+            self.q.enqueue(payload(g), _group_opts(g))
+
+
 def _populate(
     store: alkstore.Store,
     key: str,
     sizes: Sizes,
     insert_dead: Callable[[int], None],
-) -> None:
-    """Build scenario *key* in *store*, then enqueue the ready jobs."""
+) -> tuple[Callable[[], int], Callable[[int], None]]:
+    """Build scenario *key* in *store*; return its timed step and its top-up."""
     q = store.queue(QUEUE)
+    grouped = store.queue(QUEUE, QueueOpts(group_limit=_GROUP_LIMIT))
+    if key == "groups_small":
+        small = sizes.fields()["small_groups"]
+        _fill_groups(grouped, range(small), sizes.waiting // small)
+        return functools.partial(_claim_ack_one, q), _TopUp(grouped, range(small))
+    if key == "groups":
+        _fill_groups(grouped, range(sizes.groups), sizes.population // sizes.groups)
+        return functools.partial(_claim_ack_one, q), _TopUp(grouped, range(sizes.groups))
+    if key == "groups_blocked":
+        per = sizes.population // sizes.groups
+        n_blocked = sizes.groups * 9 // 10
+        held = store.queue(QUEUE, QueueOpts(visibility_timeout_s=_DAY_S, group_limit=_GROUP_LIMIT))
+        # Each blocked group: two jobs claimed elsewhere (its limit), `per`
+        # more waiting behind them, all ahead of every free job by priority.
+        _fill_groups(held, range(n_blocked), per + _GROUP_LIMIT, priority=10)
+        claimed = 0
+        while claimed < n_blocked * _GROUP_LIMIT:
+            got = held.claim_batch("elsewhere", min(_BATCH, n_blocked * _GROUP_LIMIT - claimed))
+            if not got or any(j.priority != 10 for j in got):
+                raise AssertionError("groups_blocked: the blocked groups' slots were not taken")
+            claimed += len(got)
+        free = range(n_blocked, sizes.groups)
+        _fill_groups(grouped, free, per)
+        return functools.partial(_claim_ack_one, q), _TopUp(grouped, free)
+    if key.startswith("bounded_") or key == "plain_room":
+        waiting = {
+            "bounded_at_bound": sizes.bound,
+            "bounded_backlog": sizes.population,
+        }.get(key, sizes.bound // 2)
+        _enqueue_in_batches(q, waiting)
+        bounded = store.queue(QUEUE, QueueOpts(max_depth=sizes.bound))
+        if SCENARIOS[key].step == _REFUSED:
+            return functools.partial(_refused_enqueue, bounded), _no_top_up
+        handle = q if key == "plain_room" else bounded
+        return functools.partial(_enqueue_cancel, handle), _no_top_up
     if key == "waiting":
         _enqueue_in_batches(q, sizes.population)
     elif key == "in_flight":
@@ -121,6 +258,11 @@ def _populate(
     elif key == "dead":
         insert_dead(sizes.dead)
     _enqueue_in_batches(q, sizes.waiting)
+    return functools.partial(_claim_ack_one, q), _TopUp(q)
+
+
+def _no_top_up(n: int) -> None:
+    """The step leaves the queue as it found it."""
 
 
 # Dead-letter ids start far above anything the live tables will hand out.
@@ -239,6 +381,20 @@ def _claim_ack_one(q: alkstore.Queue) -> int:
     return 1
 
 
+def _refused_enqueue(q: alkstore.Queue) -> int:
+    try:
+        q.enqueue(payload(0))
+    except alkstore.QueueFull:
+        return 1
+    raise AssertionError("a full bounded queue took a job")
+
+
+def _enqueue_cancel(q: alkstore.Queue) -> int:
+    if not q.cancel(q.enqueue(payload(0))):
+        raise AssertionError("cancel of a fresh job failed")
+    return 1
+
+
 def run_scaling(
     engine_name: str, env: Env, sizes: Sizes, log: Callable[[str], None]
 ) -> ScalingResult:
@@ -253,22 +409,29 @@ def run_scaling(
     else:
         engine = _Postgres(env.pg_url)
     stores: dict[str, alkstore.Store] = {}
+    plans: dict[str, tuple[Callable[[], int], Callable[[int], None]]] = {}
     try:
         for key in SCENARIOS:
             t0 = time.perf_counter()
             store = engine.open(key)
             stores[key] = store
-            _populate(store, key, sizes, functools.partial(engine.insert_dead, key))
+            try:
+                plans[key] = _populate(
+                    store, key, sizes, functools.partial(engine.insert_dead, key)
+                )
+            except alkstore.AlkstoreError as exc:  # e.g. an engine without groups
+                result.failed[key] = f"{type(exc).__name__}: {exc}"
+                log(f"  c8-{engine_name} {key}: not built: {result.failed[key]}")
+                continue
             engine.settle(key)
             result.build_s[key] = time.perf_counter() - t0
             log(f"  c8-{engine_name} {key}: built in {result.build_s[key]:.1f} s")
-        queues = {key: store.queue(QUEUE) for key, store in stores.items()}
         for rep in range(sizes.reps):
-            for key, q in queues.items():
-                _claim_ack_one(q)  # warm the connection and statement caches
-                sample = timed_loop(functools.partial(_claim_ack_one, q), sizes.claims, 60.0)
+            for key, (step, top_up) in plans.items():
+                step()  # warm the connection and statement caches
+                sample = timed_loop(step, sizes.claims, 60.0)
                 result.samples.setdefault(key, []).append(sample)
-                _enqueue_in_batches(q, sample.jobs + 1)  # back to `waiting` ready jobs
+                top_up(sample.jobs + 1)  # back to where the measurement started
                 engine.settle(key)
             log(
                 f"  c8-{engine_name} rep {rep + 1}/{sizes.reps}: "
@@ -297,9 +460,12 @@ def describe(result: ScalingResult) -> dict[str, Any]:
         "scenarios": {
             key: {
                 "label": result.label(key),
+                "step": SCENARIOS[key].step,
+                "base": SCENARIOS[key].base,
+                "failed": result.failed.get(key),
                 "build_s": result.build_s.get(key),
-                "us_per_claim_ack": _finite(result.us_per_job(key)),
-                "ratio_to_baseline": _finite(result.ratio(key)),
+                "us_per_step": _finite(result.us_per_job(key)),
+                "ratio_to_base": _finite(result.ratio(key)),
                 "samples": [dataclasses.asdict(s) for s in result.samples.get(key, [])],
             }
             for key in SCENARIOS

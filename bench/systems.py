@@ -27,9 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import itertools
 import json
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -43,6 +45,7 @@ from psycopg import sql
 import alkstore
 
 __all__ = [
+    "PRODUCERS",
     "QUEUE",
     "Env",
     "Sample",
@@ -58,6 +61,8 @@ QUEUE = "bench"
 TO = "user@example.com"
 #: Prefill and population inserts go in chunks of this many jobs.
 CHUNK = 1_000
+#: W1c: how many threads (or tasks) enqueue at once, one job per call each.
+PRODUCERS = 16
 
 
 def payload(i: int) -> dict[str, Any]:
@@ -66,8 +71,10 @@ def payload(i: int) -> dict[str, Any]:
 
 
 def payload_text(i: int) -> str:
-    """The same payload as JSON text, as the raw systems store it."""
-    return f'{{"n":{i},"to":"{TO}"}}'
+    """The same payload as the JSON text the raw systems store, encoded per
+    job with ``json.dumps`` as alkstore must encode a caller's value (and in
+    the same compact form), so that the raw limit pays for it too."""
+    return json.dumps(payload(i), separators=(",", ":"))
 
 
 class Unavailable(Exception):
@@ -135,6 +142,49 @@ async def async_timed_loop(step: AsyncStep, target: int, cap_s: float) -> Sample
     return Sample(jobs, seconds, time.process_time() - cpu0)
 
 
+Producer = Callable[[int], None]
+
+
+def threaded_loop(producers: list[Producer], warmup: int, target: int, cap_s: float) -> Sample:
+    """W1c: every producer (one per thread) enqueues jobs one call at a time
+    until *target* jobs in all or *cap_s* seconds; the time runs from the
+    moment all threads are released to the last thread's end."""
+    numbers = itertools.count()  # next() on a count is atomic under the GIL
+    tickets = itertools.count()
+    start = threading.Barrier(len(producers) + 1)
+    errors: list[BaseException] = []
+
+    def run(enqueue: Producer) -> None:
+        try:
+            for _ in range(warmup):
+                enqueue(next(numbers))
+        except BaseException as exc:
+            errors.append(exc)
+        start.wait()
+        end = time.perf_counter() + cap_s
+        try:
+            while next(tickets) < target and time.perf_counter() < end:
+                enqueue(next(numbers))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(p,), daemon=True) for p in producers]
+    for t in threads:
+        t.start()
+    start.wait()
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    if errors:
+        raise errors[0]
+    # Tickets past the target, and the one each thread drew to see the end.
+    jobs = min(target, next(tickets) - len(producers))
+    return Sample(jobs, seconds, cpu)
+
+
 def _now_us() -> int:
     return time.time_ns() // 1000
 
@@ -198,6 +248,7 @@ class System:
         workloads: frozenset[str],
         compare_to: str | None = None,
         peer_of: str | None = None,
+        sync_of: str | None = None,
     ) -> None:
         self.name = name
         self.engine = engine
@@ -206,6 +257,8 @@ class System:
         self.workloads = workloads
         self.compare_to = compare_to
         self.peer_of = peer_of
+        #: The sync system an async one is the other face of.
+        self.sync_of = sync_of
         self.env: Env | None = None
 
     # lifecycle -----------------------------------------------------------
@@ -244,6 +297,11 @@ class System:
         """Claim up to *n* jobs and acknowledge them; return how many."""
         raise NotImplementedError
 
+    def producer(self) -> tuple[Producer, Callable[[], None]]:
+        """W1c: an enqueue-one function for one more thread, and its closer.
+        Thread-safe systems share themselves; raw ones open a connection."""
+        return self.enqueue_one, lambda: None
+
     # measuring ---------------------------------------------------------
 
     def steps(self, workload: str, batch: int) -> Step:
@@ -265,6 +323,13 @@ class System:
         return lambda: self.claim_ack(batch)
 
     def measure(self, workload: str, batch: int, warmup: int, target: int, cap_s: float) -> Sample:
+        if workload == "W1c":
+            made = [self.producer() for _ in range(PRODUCERS)]
+            try:
+                return threaded_loop([p for p, _ in made], warmup, target, cap_s)
+            finally:
+                for _, close in made:
+                    close()
         step = self.steps(workload, batch)
         for _ in range(warmup):
             step()
@@ -325,6 +390,9 @@ class AsyncSystem(System):
         return lambda: self.a_claim_ack(batch)
 
     def measure(self, workload: str, batch: int, warmup: int, target: int, cap_s: float) -> Sample:
+        if workload == "W1c":
+            concurrent: Sample = self.run(self.a_concurrent(warmup, target, cap_s))
+            return concurrent
         step = self.a_steps(workload, batch)
 
         async def go() -> Sample:
@@ -335,9 +403,31 @@ class AsyncSystem(System):
         sample: Sample = self.run(go())
         return sample
 
+    async def a_concurrent(self, warmup: int, target: int, cap_s: float) -> Sample:
+        """W1c for coroutines: :data:`PRODUCERS` tasks on this loop, each
+        awaiting one enqueue at a time."""
+        numbers = itertools.count()
+        tickets = itertools.count()
+        for _ in range(warmup):
+            await self.a_enqueue_one(next(numbers))
+
+        async def run() -> None:
+            end = time.perf_counter() + cap_s
+            while next(tickets) < target and time.perf_counter() < end:
+                await self.a_enqueue_one(next(numbers))
+
+        cpu0 = time.process_time()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(run() for _ in range(PRODUCERS)))
+        seconds = time.perf_counter() - t0
+        jobs = min(target, next(tickets) - PRODUCERS)
+        return Sample(jobs, seconds, time.process_time() - cpu0)
+
 
 ALL = frozenset({"W1", "W2", "W3b1", "W3b32"})
 SINGLES = frozenset({"W1", "W3b1"})
+#: The workloads of the systems that W1c (several producers at once) is for.
+WITH_W1C = ALL | {"W1c"}
 
 
 # ------------------------------------------------------------- raw SQLite
@@ -375,7 +465,7 @@ class RawSQLite(System):
             engine="sqlite",
             kind="raw",
             description=f"sqlite3, WAL, synchronous={synchronous.upper()}, minimal jobs table",
-            workloads=ALL,
+            workloads=WITH_W1C,
         )
         self.synchronous = synchronous
         self.conn: sqlite3.Connection | None = None
@@ -405,6 +495,18 @@ class RawSQLite(System):
     def enqueue_one(self, i: int) -> None:
         self._conn().execute(RAW_SQLITE_INSERT, (QUEUE, payload_text(i), _now_us()))
 
+    def producer(self) -> tuple[Producer, Callable[[], None]]:
+        # One connection per thread, waiting for the write lock in SQLite's
+        # busy handler (the sqlite3 default, 5 s): what threads without a
+        # shared writer queue get.
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+
+        def enqueue(i: int) -> None:
+            conn.execute(RAW_SQLITE_INSERT, (QUEUE, payload_text(i), _now_us()))
+
+        return enqueue, conn.close
+
     def enqueue_batch(self, start: int, n: int) -> None:
         conn = self._conn()
         now = _now_us()
@@ -421,6 +523,8 @@ class RawSQLite(System):
         rows = conn.execute(RAW_SQLITE_CLAIM, params).fetchall()
         if not rows:
             return 0
+        for r in rows:
+            json.loads(r[1])  # alkstore hands out decoded payloads
         if len(rows) == 1:
             conn.execute(RAW_SQLITE_ACK, (rows[0][0], rows[0][2]))
         else:
@@ -472,7 +576,7 @@ class RawPostgres(System):
             engine="postgres",
             kind="raw",
             description="psycopg 3, autocommit, minimal jobs table, FOR UPDATE SKIP LOCKED",
-            workloads=ALL,
+            workloads=WITH_W1C,
         )
         self.conn: psycopg.Connection[Any] | None = None
 
@@ -504,6 +608,15 @@ class RawPostgres(System):
     def enqueue_one(self, i: int) -> None:
         self._conn().execute(RAW_PG_INSERT, (QUEUE, payload_text(i)))
 
+    def producer(self) -> tuple[Producer, Callable[[], None]]:
+        assert self.env is not None and self.env.pg_url is not None
+        conn = psycopg.connect(self.env.pg_url, autocommit=True)
+
+        def enqueue(i: int) -> None:
+            conn.execute(RAW_PG_INSERT, (QUEUE, payload_text(i)))
+
+        return enqueue, conn.close
+
     def enqueue_batch(self, start: int, n: int) -> None:
         texts = [payload_text(i) for i in range(start, start + n)]
         self._conn().execute(RAW_PG_INSERT_MANY, (QUEUE, texts))
@@ -513,6 +626,8 @@ class RawPostgres(System):
         rows = conn.execute(RAW_PG_CLAIM, {"worker": "w", "queue": QUEUE, "n": n}).fetchall()
         if not rows:
             return 0
+        for r in rows:
+            json.loads(r[1])  # alkstore hands out decoded payloads
         if len(rows) == 1:
             conn.execute(RAW_PG_ACK, (rows[0][0], rows[0][2]))
         else:
@@ -568,7 +683,7 @@ class AlkstoreSQLite(AlkstoreSystem):
             engine="sqlite",
             kind="alkstore",
             description=f"alkstore SQLite engine, synchronous={synchronous}",
-            workloads=ALL,
+            workloads=WITH_W1C,
             compare_to=f"raw-sqlite-{synchronous}",
         )
         self.synchronous = synchronous
@@ -592,7 +707,7 @@ class AlkstorePostgres(AlkstoreSystem):
             engine="postgres",
             kind="alkstore",
             description="alkstore PostgreSQL engine (psycopg 3 pool)",
-            workloads=ALL,
+            workloads=WITH_W1C,
             compare_to="raw-postgres",
         )
 
@@ -601,6 +716,108 @@ class AlkstorePostgres(AlkstoreSystem):
         if env.pg_url is None:
             raise Unavailable(env.pg_reason)
         self.store = alkstore.open(env.pg_url, schema=self.SCHEMA)
+        self.queue = self.store.queue(QUEUE)
+
+    def _tables(self) -> list[str]:
+        return [f"{self.SCHEMA}.jobs", f"{self.SCHEMA}.dead"]
+
+    def reset(self) -> None:
+        assert self.env is not None and self.env.pg_url is not None
+        truncate(self.env.pg_url, self._tables())
+
+    def after_prefill(self) -> None:
+        assert self.env is not None and self.env.pg_url is not None
+        _analyze(self.env.pg_url, self._tables())
+
+
+class AlkstoreAsyncSystem(AsyncSystem):
+    """The async face (``alkstore.open_async``), the same calls awaited in
+    one event loop: ``enqueue``, ``enqueue_many``, ``claim`` + ``ack``,
+    ``claim_batch`` + ``ack_batch``."""
+
+    store: alkstore.AsyncStore | None = None
+    queue: alkstore.AsyncQueue | None = None
+
+    def _queue(self) -> alkstore.AsyncQueue:
+        assert self.queue is not None
+        return self.queue
+
+    async def a_enqueue_one(self, i: int) -> None:
+        await self._queue().enqueue(payload(i))
+
+    async def a_enqueue_batch(self, start: int, n: int) -> None:
+        await self._queue().enqueue_many([payload(i) for i in range(start, start + n)])
+
+    async def a_claim_ack(self, n: int) -> int:
+        q = self._queue()
+        if n == 1:
+            job = await q.claim("bench-worker")
+            if job is None:
+                return 0
+            await job.ack()
+            return 1
+        jobs = await q.claim_batch("bench-worker", n)
+        if not jobs:
+            return 0
+        await q.ack_batch(jobs)
+        return len(jobs)
+
+    def close_store(self) -> None:
+        if self.store is not None:
+            self.run(self.store.close())
+            self.store = None
+            self.queue = None
+
+    def stop(self) -> None:
+        self.close_store()
+        self.close_loop()
+
+
+class AlkstoreAsyncSQLite(AlkstoreAsyncSystem):
+    def __init__(self, synchronous: str) -> None:
+        super().__init__(
+            name=f"alkstore-sqlite-{synchronous}-async",
+            engine="sqlite",
+            kind="alkstore",
+            description=(
+                f"alkstore SQLite engine, synchronous={synchronous}, async face (open_async)"
+            ),
+            workloads=WITH_W1C,
+            compare_to=f"raw-sqlite-{synchronous}",
+            sync_of=f"alkstore-sqlite-{synchronous}",
+        )
+        self.synchronous = synchronous
+        self.path = ""
+
+    def reset(self) -> None:
+        assert self.env is not None
+        self.close_store()
+        self.path = os.path.join(self.env.tmpdir, f"{self.name}.db")
+        _remove_db(self.path)
+        url = f"sqlite:///{self.path}"
+        self.store = self.run(alkstore.open_async(url, synchronous=self.synchronous))
+        self.queue = self.store.queue(QUEUE)
+
+
+class AlkstoreAsyncPostgres(AlkstoreAsyncSystem):
+    SCHEMA = "alkstore_bench_async"
+
+    def __init__(self) -> None:
+        super().__init__(
+            name="alkstore-postgres-async",
+            engine="postgres",
+            kind="alkstore",
+            description="alkstore PostgreSQL engine, async face (psycopg 3 AsyncConnectionPool)",
+            workloads=WITH_W1C,
+            compare_to="raw-postgres",
+            sync_of="alkstore-postgres",
+        )
+
+    def start(self, env: Env) -> None:
+        super().start(env)
+        if env.pg_url is None:
+            raise Unavailable(env.pg_reason)
+        self.store = self.run(alkstore.open_async(env.pg_url, schema=self.SCHEMA))
         self.queue = self.store.queue(QUEUE)
 
     def _tables(self) -> list[str]:
@@ -958,6 +1175,8 @@ def all_systems() -> list[System]:
         RawSQLite("normal"),
         AlkstoreSQLite("full"),
         AlkstoreSQLite("normal"),
+        AlkstoreAsyncSQLite("full"),
+        AlkstoreAsyncSQLite("normal"),
         Huey("full"),
         Huey("normal"),
         PersistQueue(),
@@ -970,6 +1189,7 @@ def all_systems() -> list[System]:
         ),
         RawPostgres(),
         AlkstorePostgres(),
+        AlkstoreAsyncPostgres(),
         PgQueuer(),
         Procrastinate(),
         NotRun(
