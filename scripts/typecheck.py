@@ -18,6 +18,7 @@ TARGETS = [
     ["packages/alkstore-postgres/src", "packages/alkstore-postgres/tests"],
     ["packages/alkstore-conformance/src", "packages/alkstore-conformance/tests"],
     ["contract_tests", "bench", "scripts"],
+    ["tests"],  # the repository's own tests (release, rule coverage)
 ]
 
 
