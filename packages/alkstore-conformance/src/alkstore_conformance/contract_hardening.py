@@ -682,13 +682,14 @@ class HardeningContract(ContractBase):
     @pytest.mark.clause("Q-6", "Q-8")
     @pytest.mark.requires(Capability.QUEUES)
     def test_reclaim_waits_for_the_heartbeated_deadline(self, store: Store) -> None:
-        q = store.queue(unique(), QueueOpts(visibility_timeout_s=0.5))
+        q = store.queue(unique(), QueueOpts(visibility_timeout_s=1.0))
         q.enqueue("x")
         job = q.claim("w")
         assert job is not None
+        claimed = time.monotonic()  # at or after the claim's own start
         time.sleep(0.3)
-        assert job.heartbeat(1.0)  # deadline: now + 1.0, past claimed_at + 0.5
-        time.sleep(0.5)
+        assert job.heartbeat(4.0)  # deadline: now + 4.0, past claimed_at + 1.0
+        time.sleep(max(0.0, claimed + 1.3 - time.monotonic()))
         assert q.claim("w2") is None, "the reclaim used claimed_at + visibility timeout"
         assert job.ack()
 
