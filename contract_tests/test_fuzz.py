@@ -101,7 +101,10 @@ json_values = st.recursive(
 payloads = st.one_of(
     json_values,
     st.integers(250, 262).map(_nested),
-    st.sampled_from([10**4299, 10**4300, float("nan"), float("inf"), "\ud800", {1, 2}]),
+    # Integers at and past the int-to-text limit, made by a map so that the
+    # strategy's repr (which hypothesis prints in its notes) never holds one.
+    st.sampled_from([4299, 4300]).map(lambda digits: 10**digits),
+    st.sampled_from([float("nan"), float("inf"), "\ud800", {1, 2}]),
     st.builds(_cyclic),
     junk,
 )
