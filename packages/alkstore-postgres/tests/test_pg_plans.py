@@ -7,8 +7,11 @@ in flight), dead rows and another queue, analyzed, before the plans are read.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -165,6 +168,25 @@ def test_dead_letter_operations_on_ids_find_them_by_primary_key(
     ), nodes
 
 
+@contextmanager
+def _own_database(pg_url: str) -> Iterator[str]:
+    """A database of the caller's own, dropped afterwards. VACUUM removes
+    dead rows only when no transaction of the same database may still see
+    them, and the rest of the suite runs in the server's default database."""
+    name = f"alkstore_plans_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    try:
+        yield urlunsplit(urlsplit(pg_url)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(
+                psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    psycopg.sql.Identifier(name)
+                )
+            )
+
+
 def _claim_index_pages(store: PostgresStore, pg_url: str, params: dict[str, object]) -> int:
     """Pages of the claim index the claim's row selection reads (run, then
     rolled back), after a VACUUM: no dead entries, nothing from the heap."""
@@ -193,9 +215,12 @@ def test_a_claim_never_walks_the_rows_in_flight_above_the_first_ready_one(
     from alkstore_postgres.testing import HOOKS
 
     pages: dict[int, int] = {}
-    for blocked in (40, 20_000):
-        with HOOKS.isolated(pg_url, {}, "levels") as (url, opts):
-            with PostgresStore(url, **opts) as store:
+    with _own_database(pg_url) as own:
+        for blocked in (40, 20_000):
+            with (
+                HOOKS.isolated(own, {}, "levels") as (url, opts),
+                PostgresStore(url, **opts) as store,
+            ):
                 q = store.queue("q", QueueOpts(visibility_timeout_s=3600))
                 for start in range(0, blocked, 5_000):
                     q.enqueue_many(
