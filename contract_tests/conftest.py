@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .pg_server import pg_url
+from .pg_server import pg_database, pg_url, scratch_database
 
-__all__ = ["pg_url"]
+__all__ = ["pg_database", "pg_url", "scratch_database"]

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -171,20 +171,6 @@ def test_every_command_of_the_guide_is_run_here() -> None:
 
 
 # ----------------------------------------------------------------- the sites
-
-
-@pytest.fixture
-def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A new PostgreSQL database, dropped afterwards."""
-    server = request.getfixturevalue("pg_url")
-    name = f"alkstore_deploy_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _free_port() -> int:

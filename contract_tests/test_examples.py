@@ -9,12 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "docs" / "examples").glob("*.py"))
@@ -60,18 +56,6 @@ def test_example_runs_on_the_embedded_default(example: Path, tmp_path: Path) -> 
     assert (tmp_path / "alkstore.db").exists()
 
 
-@pytest.fixture
-def fresh_database(pg_url: str) -> Iterator[str]:
-    name = f"alkstore_example_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(pg_url)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs_on_postgres(example: Path, tmp_path: Path, fresh_database: str) -> None:
-    _run(example, tmp_path, fresh_database)
+def test_example_runs_on_postgres(example: Path, tmp_path: Path, pg_database: str) -> None:
+    _run(example, tmp_path, pg_database)

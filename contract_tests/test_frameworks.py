@@ -63,20 +63,6 @@ class Database:
                 yield conn
 
 
-@pytest.fixture
-def pg_database(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A new PostgreSQL database, dropped afterwards."""
-    server = request.getfixturevalue("pg_url")
-    name = f"alkstore_fw_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @pytest.fixture(params=ENGINES)
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Database:
     if request.param == "sqlite":
