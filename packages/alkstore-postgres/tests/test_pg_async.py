@@ -157,10 +157,12 @@ def test_the_async_listener_reconnects(pg_url: str, schema: str) -> None:
         ex = store.executor
         assert isinstance(ex, AsyncPgExecutor) and ex._listener is not None
         q = store.queue("q")
-        assert await q.claim("w", wait_s=0.05) is None  # starts the listener
+        assert await q.claim("w") is None
+        # A blocked claim starts the listener, but only once its first attempt
+        # finishes within its wait (not a given on a loaded machine): start it.
+        await ex.start_wakes()
         listener = ex._listener
-        # It connects in its own task: on a loaded machine, after the claim
-        # (and CI's server runs a forced checkpoint for each dropped database).
+        # It connects in its own task: on a loaded machine, after the start.
         deadline = time.monotonic() + 30
         while not (listener.core.connected and listener.conn is not None):
             assert time.monotonic() < deadline, "the listener did not connect"

@@ -113,9 +113,13 @@ def test_two_schemas_of_one_database_never_see_each_other(open_store: Opener, pg
         first = open_store()
         second = open_store(schema=other_opts["schema"])
         first_q, second_q = first.queue("same"), second.queue("same")
-        # Both stores listen for wakes of queue "same", each on its own schema.
+        # Both stores watch for wakes of queue "same", each on its own schema.
+        # A blocked claim also starts the listener, but only once its first
+        # attempt finishes within its wait (not a given on a loaded machine).
         assert second_q.claim("w", wait_s=0.05) is None
         assert first_q.claim("w", wait_s=0.05) is None
+        first.executor.start_wakes()
+        second.executor.start_wakes()
         # A NOTIFY sent before the LISTEN is lost: wait for both listeners.
         _eventually(lambda: _listener_up(first) and _listener_up(second))
         seen = second.executor.wakes.generation(["same"])
@@ -238,8 +242,8 @@ def test_listener_reconnects_and_still_wakes_a_blocked_claim(
 ) -> None:
     store, producer = open_store(), open_store()
     q = store.queue("wake")
-    assert q.claim("w", wait_s=0.05) is None  # starts the listener
-    # It connects in the background: on a loaded machine, after the claim.
+    store.executor.start_wakes()  # as a blocked claim does
+    # It connects in the background: on a loaded machine, after the start.
     _eventually(lambda: _listener_up(store) and _listener_pid(store) is not None)
     old_pid = _listener_pid(store)
     assert old_pid is not None
@@ -263,7 +267,8 @@ def test_a_listener_lost_mid_wait_makes_sleepers_look_again(
 ) -> None:
     store, producer = open_store(), open_store()
     q = store.queue("lost")
-    assert q.claim("w", wait_s=0.05) is None
+    store.executor.start_wakes()  # as a blocked claim does
+    _eventually(lambda: _listener_up(store) and _listener_pid(store) is not None)
     result: list[object] = []
     started = time.monotonic()
     claimer = threading.Thread(target=lambda: result.append(q.claim("w", wait_s=30)))

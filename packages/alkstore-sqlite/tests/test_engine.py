@@ -186,7 +186,9 @@ def test_watcher_starts_only_when_something_blocks(store: SQLiteStore) -> None:
     q.enqueue(1)
     assert q.claim("w") is not None
     assert "alkstore-sqlite-watcher" not in {t.name for t in threading.enumerate()} - before
-    assert q.claim("w", wait_s=0.05) is None
+    # Blocked: the watcher starts once the first attempt finds nothing within
+    # the wait (a wait that a loaded machine cannot use up in one attempt).
+    assert q.claim("w", wait_s=1.0) is None
     assert any(t.name == "alkstore-sqlite-watcher" for t in threading.enumerate())
     store.close()
     assert not any(
