@@ -697,7 +697,9 @@ class WorkerContract(ContractBase):
         times = [job.claimed_at] + [b.at for b in beats]
         gaps = [later - earlier for earlier, later in pairwise(times)]
         assert max(gaps) < vt, f"heartbeat gaps {gaps} reach the visibility timeout {vt}"
-        assert job.names()[-1] == "ack"
+        # The job ends acked. A beat already on its way when the ack committed
+        # may be recorded after it (and refused: the job is gone).
+        assert [(op.name, op.result) for op in job.ops if op.name != "heartbeat"] == [("ack", True)]
         assert q.get_job(job_id) is None
 
     @pytest.mark.clause("W-2", "Q-13", "W-5")
@@ -1318,7 +1320,9 @@ class WorkerContract(ContractBase):
             assert done.wait(30), "the job did not run again after its claim lapsed"
         assert attempts == [1, 2]
         first = q.jobs[0]
-        assert first.names() == ["ack"], "the worker acted on a handler-settled job"
+        # (A beat may come before the handler's ack on a loaded machine.)
+        settled = [n for n in first.names() if n != "heartbeat"]
+        assert settled == ["ack"], "the worker acted on a handler-settled job"
         assert [b for b in first.beats() if b.at > acked_at[0]] == [], "heartbeats went on"
         assert q.get_job(job_id) is None
         assert table_rows(store, result_table) == [(7, "done")]
