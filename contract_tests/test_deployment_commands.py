@@ -10,8 +10,8 @@ with SIGTERM, as a supervisor would stop them. The units are checked with
 ``alkstore``), the manifests and the Prometheus rules are parsed and
 checked against what the commands serve.
 
-The PostgreSQL half runs against a fresh database per test (``pg_url``,
-contract_tests/pg_server.py); PgBouncer is not needed: the pooler command
+The PostgreSQL half runs against an empty database of each test's own
+(``pg_database``, contract_tests/pg_server.py); PgBouncer is not needed: the pooler command
 runs with ``pooler=true`` against the server directly, which that mode
 allows.
 """

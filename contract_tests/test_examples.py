@@ -1,7 +1,8 @@
 """The documentation's examples run, on both engines (docs/examples/).
 
 Each example runs in a fresh process from an empty directory: on SQLite
-with the embedded default URL, on PostgreSQL against a fresh database.
+with the embedded default URL, on PostgreSQL against an empty database of
+its own.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ commit, vanish with its rollback, and be invisible before the commit; any
 other object is refused with ``InvalidArgument`` before anything is written,
 and the refusal names what to pass instead.
 
-Each test gets a fresh database: a new file on SQLite, a new database on
-PostgreSQL (``pg_url``, contract_tests/pg_server.py).
+Each test gets an empty database of its own: a new file on SQLite, an
+emptied scratch database on PostgreSQL (``pg_database``,
+contract_tests/pg_server.py).
 """
 
 from __future__ import annotations
