@@ -119,31 +119,13 @@ def _schedule_parts(
 
 
 class _StoreCommon:
-    def _claim_any_args(
-        self, queues: object, worker_id: object, n: object, wait_s: object
-    ) -> tuple[tuple[str, ...], str, int, float]:
-        return (
-            _queue_names(queues),
-            check_worker_id(worker_id),
-            check_int("n", n, 1, MAX_CLAIM_BATCH),
-            check_wait(wait_s),
-        )
+    """What the sync and the async store share: what they say of their
+    executor, and the argument checks of ``claim_any``."""
 
-
-class KitStore(_StoreCommon):
-    """A :class:`~alkstore.protocols.Store` over an :class:`Executor`."""
-
-    def __init__(self, executor: Executor) -> None:
-        self._ex = executor
-        self._listeners: weakref.WeakSet[QueueListener] = weakref.WeakSet()
+    _ex: Executor | AsyncExecutor
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._ex.url!r})"
-
-    @property
-    def executor(self) -> Executor:
-        """The engine's executor (for engine-specific extras and tests)."""
-        return self._ex
 
     @property
     def url(self) -> str:
@@ -160,6 +142,31 @@ class KitStore(_StoreCommon):
     def _check_open(self) -> None:
         if self._ex.closed:
             raise StoreClosed("the store was closed")
+
+    def _claim_any_args(
+        self, queues: object, worker_id: object, n: object, wait_s: object
+    ) -> tuple[tuple[str, ...], str, int, float]:
+        return (
+            _queue_names(queues),
+            check_worker_id(worker_id),
+            check_int("n", n, 1, MAX_CLAIM_BATCH),
+            check_wait(wait_s),
+        )
+
+
+class KitStore(_StoreCommon):
+    """A :class:`~alkstore.protocols.Store` over an :class:`Executor`."""
+
+    _ex: Executor
+
+    def __init__(self, executor: Executor) -> None:
+        self._ex = executor
+        self._listeners: weakref.WeakSet[QueueListener] = weakref.WeakSet()
+
+    @property
+    def executor(self) -> Executor:
+        """The engine's executor (for engine-specific extras and tests)."""
+        return self._ex
 
     # ----------------------------------------------------------- handles
 
@@ -362,32 +369,15 @@ class KitStore(_StoreCommon):
 class AsyncKitStore(_StoreCommon):
     """An :class:`~alkstore.protocols.AsyncStore` over an :class:`AsyncExecutor`."""
 
+    _ex: AsyncExecutor
+
     def __init__(self, executor: AsyncExecutor) -> None:
         self._ex = executor
         self._listeners: weakref.WeakSet[AsyncQueueListener] = weakref.WeakSet()
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._ex.url!r})"
-
     @property
     def executor(self) -> AsyncExecutor:
         return self._ex
-
-    @property
-    def url(self) -> str:
-        return self._ex.url
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        return self._ex.capabilities
-
-    @property
-    def closed(self) -> bool:
-        return self._ex.closed
-
-    def _check_open(self) -> None:
-        if self._ex.closed:
-            raise StoreClosed("the store was closed")
 
     def queue(self, name: str, opts: QueueOpts | None = None) -> AsyncKitQueue:
         self._check_open()
