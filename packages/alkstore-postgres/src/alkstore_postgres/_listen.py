@@ -39,7 +39,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from alkstore.engine import NoteSink, WakeBoard
+from alkstore.engine import NoteSink, Step, WakeBoard
 from alkstore.errors import StoreClosed, TransientError
 
 __all__ = [
@@ -70,20 +70,10 @@ KEEPALIVES = {
 _LOST = (psycopg.Error, OSError)
 
 
-class _Step:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
 #: Open the listener connection.
-CONNECT = _Step("connect")
+CONNECT = Step("connect")
 #: Close it (if open).
-CLOSE = _Step("close")
+CLOSE = Step("close")
 
 
 @dataclass(frozen=True)
@@ -107,7 +97,7 @@ class Pause:
     seconds: float
 
 
-ListenerPlan = Generator["_Step | Run | Wait | Pause", Any, None]
+ListenerPlan = Generator["Step | Run | Wait | Pause", Any, None]
 
 
 @dataclass(eq=False)

@@ -43,7 +43,7 @@ from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
 from .seam import AsyncExecutor, Executor, NoteSink
 from .store import AsyncKitStore, KitStore
 from .threaded import ThreadedAsyncExecutor, ThreadedAsyncTx
-from .wakes import FALLBACK_POLL_S, WakeBoard
+from .wakes import FALLBACK_POLL_S, Step, WakeBoard
 
 __all__ = [
     "ALL_CAPABILITIES",
@@ -70,6 +70,7 @@ __all__ = [
     "QueueListener",
     "RateSpec",
     "ScheduleRow",
+    "Step",
     "ThreadedAsyncExecutor",
     "ThreadedAsyncTx",
     "WakeBoard",

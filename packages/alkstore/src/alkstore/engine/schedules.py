@@ -25,7 +25,7 @@ from alkstore.types import QueueOpts, check_duration
 
 from .prepare import decode_enqueue_opts, default_owner, prepare_job
 from .rows import NewJob, ScheduleRow
-from .wakes import CLOSE_CHECK_S, WakeBoard
+from .wakes import CLOSE_CHECK_S, Step, WakeBoard
 
 __all__ = [
     "SCHEDULER_LOCK",
@@ -128,17 +128,10 @@ def check_loop_args(owner: object, lock_ttl_s: object) -> tuple[str, float]:
 # ------------------------------------------------------------- the loop
 
 
-class _Step:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-SHOULD_STOP = _Step("should_stop")
-GENERATION = _Step("generation")
-TICK = _Step("tick")
-NEXT_FIRE = _Step("next_fire")
+SHOULD_STOP = Step("should_stop")
+GENERATION = Step("generation")
+TICK = Step("tick")
+NEXT_FIRE = Step("next_fire")
 
 
 @dataclass(frozen=True)

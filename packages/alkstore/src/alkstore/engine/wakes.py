@@ -23,6 +23,7 @@ from alkstore.errors import StoreClosed
 __all__ = [
     "CLOSE_CHECK_S",
     "FALLBACK_POLL_S",
+    "Step",
     "WakeBoard",
     "blocking_plan",
     "run_blocking",
@@ -158,8 +159,9 @@ class WakeBoard:
 # ----------------------------------------------------------- the one loop
 
 
-class _Step:
-    """What the plan asks its runner to do next."""
+class Step:
+    """A named step a plan (a generator) asks its runner to take: the
+    blocking loop's, the scheduler loop's and an engine's listener's."""
 
     __slots__ = ("name",)
 
@@ -171,13 +173,13 @@ class _Step:
 
 
 #: Read the wake generation of the keys (and check that the store is open).
-GENERATION = _Step("generation")
+GENERATION = Step("generation")
 #: Run the attempt; its result goes back to the plan.
-ATTEMPT = _Step("attempt")
+ATTEMPT = Step("attempt")
 #: Start the engine's wake source (once, before the first sleep).
-START_WAKES = _Step("start_wakes")
+START_WAKES = Step("start_wakes")
 #: Ask how soon a row is ready (``None`` without a next-ready probe).
-NEXT_READY = _Step("next_ready")
+NEXT_READY = Step("next_ready")
 
 
 class Sleep:
@@ -190,7 +192,7 @@ class Sleep:
         self.seen = seen
 
 
-Plan = Generator["_Step | Sleep", Any, Any]
+Plan = Generator["Step | Sleep", Any, Any]
 
 
 def blocking_plan(wait_s: float, fallback_s: float | None, lazy_wakes: bool) -> Plan:
