@@ -26,9 +26,10 @@ from alkstore.engine import (
     RateSpec,
     ScheduleRow,
     claim_row,
+    stream_stats_of,
 )
 from alkstore.errors import QueueFull, TransientError
-from alkstore.types import ConsumerLag, JobState, LockInfo, QueueStats, StreamStats, SweepResult
+from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
 from . import _sql
 from ._plan import ALL, ONE, ROWCOUNT, Op, Plan, Q
@@ -532,17 +533,7 @@ class OpBook:
         def plan() -> Plan[list[StreamStats]]:
             streams = yield Q(self.st.stream_stats, {}, ALL)
             consumers = yield Q(self.st.consumers, {}, ALL)
-            by_stream: dict[str, list[tuple[str, int]]] = {}
-            for stream, consumer, seq in consumers:
-                by_stream.setdefault(stream, []).append((consumer, int(seq)))
-            out = []
-            for name, last_seq, events in streams:
-                last = int(last_seq)
-                lags = tuple(
-                    ConsumerLag(c, off, max(last - off, 0)) for c, off in by_stream.get(name, [])
-                )
-                out.append(StreamStats(name, last, int(events), lags))
-            return out
+            return stream_stats_of(streams, consumers)
 
         return Op(plan, writes=False)
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from alkstore.engine import EventRow, NewJob, ScheduleRow
-from alkstore.types import ConsumerLag, LockInfo, StreamStats
+from alkstore.engine import EventRow, NewJob, ScheduleRow, stream_stats_of
+from alkstore.types import LockInfo, StreamStats
 
 from . import _sql
 from ._queues import QueueOps, insert_params
@@ -85,17 +85,7 @@ class SQLiteExecutor(QueueOps):
         with self._read() as conn:
             streams = conn.execute(_sql.STREAM_STATS).fetchall()
             consumers = conn.execute(_sql.CONSUMERS).fetchall()
-        by_stream: dict[str, list[tuple[str, int]]] = {}
-        for stream, consumer, seq in consumers:
-            by_stream.setdefault(stream, []).append((consumer, int(seq)))
-        out = []
-        for name, last_seq, events in streams:
-            last = int(last_seq)
-            lags = tuple(
-                ConsumerLag(c, off, max(last - off, 0)) for c, off in by_stream.get(name, [])
-            )
-            out.append(StreamStats(name, last, int(events), lags))
-        return out
+        return stream_stats_of(streams, consumers)
 
     # ---------------------------------------------------------------- locks
 

@@ -38,6 +38,7 @@ from .rows import (
     RateSpec,
     ScheduleRow,
     claim_row,
+    stream_stats_of,
 )
 from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
 from .seam import AsyncExecutor, Executor, NoteSink
@@ -76,6 +77,7 @@ __all__ = [
     "WakeBoard",
     "claim_row",
     "outbox_queue_name",
+    "stream_stats_of",
     "unwrap",
 ]
 

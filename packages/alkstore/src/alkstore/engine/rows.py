@@ -11,10 +11,12 @@ decoded by the kit (C-3), so an engine never needs to know about JSON.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
+
+from alkstore.types import ConsumerLag, StreamStats
 
 __all__ = [
     "ClaimRow",
@@ -26,6 +28,7 @@ __all__ = [
     "RateSpec",
     "ScheduleRow",
     "claim_row",
+    "stream_stats_of",
 ]
 
 
@@ -183,3 +186,20 @@ class RateSpec:
     name: str
     interval_s: float
     burst: int
+
+
+def stream_stats_of(
+    streams: Iterable[Sequence[Any]], consumers: Iterable[Sequence[Any]]
+) -> list[StreamStats]:
+    """``StreamStats`` (O-4) from an engine's two reads: ``(stream, last_seq,
+    events)`` per stream and ``(stream, consumer, offset)`` per committed
+    consumer offset; a consumer's lag is how far its offset trails."""
+    by_stream: dict[str, list[tuple[str, int]]] = {}
+    for stream, consumer, seq in consumers:
+        by_stream.setdefault(stream, []).append((consumer, int(seq)))
+    out = []
+    for name, last_seq, events in streams:
+        last = int(last_seq)
+        lags = tuple(ConsumerLag(c, off, max(last - off, 0)) for c, off in by_stream.get(name, []))
+        out.append(StreamStats(name, last, int(events), lags))
+    return out
