@@ -26,6 +26,7 @@ from alkstore.engine import (
     RateSpec,
     ScheduleRow,
     claim_row,
+    schedule_row,
     stream_stats_of,
 )
 from alkstore.errors import QueueFull, TransientError
@@ -109,17 +110,7 @@ def _claim_row(row: Sequence[Any]) -> ClaimRow:
 
 
 def _schedule_row(row: Sequence[Any]) -> ScheduleRow:
-    name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at = row
-    return ScheduleRow(
-        name=name,
-        spec=spec,
-        queue=queue,
-        payload=payload,
-        opts=opts,
-        tz=tz,
-        next_fire_at=utc(next_fire_at),
-        last_fire_at=_opt_utc(last_fire_at),
-    )
+    return schedule_row(row, utc)
 
 
 # ------------------------------------------------------------------- plans

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from alkstore.engine import EventRow, NewJob, ScheduleRow, stream_stats_of
+from alkstore.engine import EventRow, NewJob, ScheduleRow, schedule_row, stream_stats_of
 from alkstore.types import LockInfo, StreamStats
 
 from . import _sql
@@ -28,17 +28,7 @@ __all__ = ["SQLiteExecutor"]
 
 
 def _schedule_row(row: Sequence[Any]) -> ScheduleRow:
-    name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at = row
-    return ScheduleRow(
-        name=name,
-        spec=spec,
-        queue=queue,
-        payload=payload,
-        opts=opts,
-        tz=tz,
-        next_fire_at=to_datetime(next_fire_at),
-        last_fire_at=None if last_fire_at is None else to_datetime(last_fire_at),
-    )
+    return schedule_row(row, to_datetime)
 
 
 class SQLiteExecutor(QueueOps):

@@ -38,6 +38,7 @@ from .rows import (
     RateSpec,
     ScheduleRow,
     claim_row,
+    schedule_row,
     stream_stats_of,
 )
 from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
@@ -77,6 +78,7 @@ __all__ = [
     "WakeBoard",
     "claim_row",
     "outbox_queue_name",
+    "schedule_row",
     "stream_stats_of",
     "unwrap",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "RateSpec",
     "ScheduleRow",
     "claim_row",
+    "schedule_row",
     "stream_stats_of",
 ]
 
@@ -175,6 +176,22 @@ class ScheduleRow:
     tz: str
     next_fire_at: datetime
     last_fire_at: datetime | None = None
+
+
+def schedule_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> ScheduleRow:
+    """A :class:`ScheduleRow` from a row in the field order above, the
+    engine's time values turned into aware datetimes by *when*."""
+    name, spec, queue, payload, opts, tz, next_fire_at, last_fire_at = row
+    return ScheduleRow(
+        name=name,
+        spec=spec,
+        queue=queue,
+        payload=payload,
+        opts=opts,
+        tz=tz,
+        next_fire_at=when(next_fire_at),
+        last_fire_at=None if last_fire_at is None else when(last_fire_at),
+    )
 
 
 @dataclass(frozen=True, slots=True)
