@@ -58,8 +58,9 @@ def acquire_until(
 ) -> None:
     """R-2: at *go*, sleep until the wall-clock time ``start_at.value``, then
     call ``acquire()`` on the limiter until *duration_s* later, as fast as
-    refusals allow; report ``("ok", granted, refused, first_start, last_end)``
-    (wall-clock seconds of the first call and of the end of the last)."""
+    refusals allow; report ``("ok", granted, refused, first_start, last_end,
+    answered)`` (wall-clock seconds of the first call, of the end of the last,
+    and of the end of every call)."""
     try:
         store = factory.open()
     except BaseException as exc:
@@ -76,14 +77,17 @@ def acquire_until(
         granted = refused = 0
         first_start = time.time()
         last_end = first_start
+        answered: list[float] = []
         while time.time() < end:
-            if limiter.acquire():
+            ok = limiter.acquire()
+            last_end = time.time()
+            answered.append(last_end)
+            if ok:
                 granted += 1
             else:
                 refused += 1
                 time.sleep(0.002)
-            last_end = time.time()
-        results.put(("ok", granted, refused, first_start, last_end))
+        results.put(("ok", granted, refused, first_start, last_end, answered))
     except BaseException as exc:
         results.put(("error", _describe(exc)))
     finally:
