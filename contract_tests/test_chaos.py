@@ -27,7 +27,7 @@ def test_chaos_drain_under_random_kills_keeps_every_promise(engine: Engine, tmp_
         jobs=1_500,
         kill_every_s=0.4,
         lapse_jobs=10,
-        limit_s=120,
+        limit_s=240,
         seed=7,
     )
     result = run_drain(config, str(tmp_path / "logs"))
