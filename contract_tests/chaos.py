@@ -3,9 +3,10 @@
 ``run_drain`` enqueues jobs on two queues, starts worker processes that
 drain them while a killer SIGKILLs a random working worker every
 ``kill_every_s`` (and starts a fresh one) until no job is left waiting to be
-claimed, and returns every worker's log with the final state of the
-database. The killer then stops, so the jobs still in flight (a slow job
-outlives several kill periods) finish however loaded the machine is.
+claimed (or it has killed ``max_kills`` times), and returns every worker's
+log with the final state of the database. The killer then stops, so the
+jobs still in flight (a slow job outlives several kill periods) finish
+however loaded the machine is.
 ``check`` then proves, from that history alone:
 
 1. **No overlapping claims.** Claims of one job follow each other: claim
@@ -69,6 +70,10 @@ class DrainConfig:
     #: Jobs on the second queue, whose handler outlives its timeout (0.4 s).
     lapse_jobs: int = 50
     max_attempts: int = 1000
+    #: Kills after which the killer stops (None: no cap). Each kill starts a
+    #: fresh worker process, so on a loaded machine the cap bounds what the
+    #: drain costs the rest of it.
+    max_kills: int | None = None
     limit_s: float = 600.0
     seed: int = 1
 
@@ -247,12 +252,14 @@ def run_drain(config: DrainConfig, workdir: str | None = None) -> DrainResult:
     kills = 0
     next_kill = started + config.kill_every_s
     next_check = started
-    calm = False  # every job was claimed at least once: the killer has stopped
+    calm = False  # the killer has stopped: every job was claimed, or max_kills reached
     try:
         while True:
             now = time.monotonic()
             if now - started > config.limit_s:
                 raise TimeoutError(f"the drain did not finish within {config.limit_s} s")
+            if config.max_kills is not None and kills >= config.max_kills:
+                calm = True
             if not calm and now >= next_kill:
                 victim = rng.randrange(config.workers)
                 proc = procs[victim]

@@ -26,6 +26,7 @@ def test_chaos_drain_under_random_kills_keeps_every_promise(engine: Engine, tmp_
         workers=4,
         jobs=1_500,
         kill_every_s=0.4,
+        max_kills=30,
         lapse_jobs=10,
         limit_s=240,
         seed=7,
