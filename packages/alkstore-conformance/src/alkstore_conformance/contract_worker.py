@@ -171,7 +171,7 @@ class RecordingJob:
         return self._record("heartbeat", call)
 
     def release(self) -> bool:
-        return self._record("release", lambda: self.inner.release())
+        return self._record("release", self.inner.release)
 
     def should_stop(self) -> bool:
         return self.inner.should_stop()
