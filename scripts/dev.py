@@ -4,6 +4,9 @@
     python3 scripts/dev.py demo [ARGS]   run the demo on a temporary SQLite store
     python3 scripts/dev.py test [ARGS]   run the whole test suite (ARGS go to pytest)
     python3 scripts/dev.py lint          ruff check, ruff format --check, mypy --strict
+    python3 scripts/dev.py generate [--check]
+                                         make the sync face from the async source
+                                         (--check: fail when a generated file differs)
     python3 scripts/dev.py dist          build the release files into dist/ and check them
     python3 scripts/dev.py check-dist [FILE...]
                                          check built files (default: dist/*) without building
@@ -334,7 +337,7 @@ def main(argv: list[str]) -> int:
     if task in {"help", "-h", "--help"}:
         print(__doc__)
         return 0
-    tasks = {"setup", "demo", "test", "lint", "dist", "check-dist"}
+    tasks = {"setup", "demo", "test", "lint", "generate", "dist", "check-dist"}
     if task not in tasks:  # before anything is built or installed
         print(f"unknown task {task!r}\n{__doc__}", file=sys.stderr)
         return 2
@@ -351,10 +354,13 @@ def main(argv: list[str]) -> int:
         return run_tests(python, args)
     if task == "dist":
         return dist(python)
+    if task == "generate":
+        script = ROOT / "scripts" / "async_to_sync.py"
+        return subprocess.call([str(python), str(script), *args], cwd=ROOT)
     if task == "check-dist":
         files = [Path(a).resolve() for a in args] if args else built_files(DIST)
         return check(python, files)
-    status = 0
+    status = subprocess.call([str(python), str(ROOT / "scripts" / "async_to_sync.py"), "--check"])
     for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
         status |= subprocess.call([str(python), "-m", *cmd], cwd=ROOT)
     status |= subprocess.call([str(python), str(ROOT / "scripts" / "typecheck.py")], cwd=ROOT)

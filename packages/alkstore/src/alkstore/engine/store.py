@@ -38,7 +38,8 @@ from . import txowner
 from .infos import schedule_of
 from .jobs import handle_of
 from .listener import AsyncQueueListener, QueueListener
-from .locks import AsyncKitLock, AsyncKitRateLimit, KitLock, KitRateLimit
+from .locks import KitLock, KitRateLimit
+from .locks_async import AsyncKitLock, AsyncKitRateLimit
 from .outbox import OUTBOX_OPTS, AsyncKitOutbox, KitOutbox, outbox_queue_name
 from .prepare import (
     MAX_CLAIM_BATCH,
