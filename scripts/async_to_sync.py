@@ -208,6 +208,19 @@ def _text(value: str) -> str:
     return _TEXT_NAMES.sub(lambda m: _names[m.group(1)], value)
 
 
+def _matching_bracket(tokens: list[tokenize.TokenInfo], start: int) -> tokenize.TokenInfo:
+    """The ``]`` that closes the ``[`` at ``tokens[start]``."""
+    depth = 0
+    for tok in tokens[start:]:
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+            if depth == 0:
+                return tok
+    raise SyntaxError(f"unclosed bracket at line {tokens[start].start[0]}")
+
+
 def _rewrite_tokens(text: str) -> str:
     tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     significant = [
@@ -227,6 +240,11 @@ def _rewrite_tokens(text: str) -> str:
             elif tok.string == "await" and nxt is not None:
                 end = nxt.start if nxt.start[0] == tok.start[0] else tok.end
                 edits.append((tok.start, end, ""))
+            elif tok.string == "Awaitable" and nxt is not None and nxt.string == "[":
+                # Awaitable[X] -> X: drop the name, its "[" and the matching "]".
+                close = _matching_bracket(significant, significant.index(tok) + 1)
+                edits.append((tok.start, nxt.end, ""))
+                edits.append((close.start, close.end, ""))
             elif tok.string in _names:
                 edits.append((tok.start, tok.end, _names[tok.string]))
         elif tok.type in strings:
@@ -234,7 +252,7 @@ def _rewrite_tokens(text: str) -> str:
             if new != tok.string:
                 edits.append((tok.start, tok.end, new))
     lines = text.splitlines(keepends=True)
-    for (srow, scol), (erow, ecol), new in reversed(edits):
+    for (srow, scol), (erow, ecol), new in sorted(edits, reverse=True):
         head = lines[srow - 1][:scol]
         tail = lines[erow - 1][ecol:]
         lines[srow - 1 : erow] = [head + new + tail]

@@ -206,7 +206,8 @@ class BasicsContract(ContractBase):
     def test_timestamps_are_aware_utc_and_fractional_durations_work(self, store: Store) -> None:
         q = store.queue(unique(), QueueOpts(visibility_timeout_s=0.25, backoff_base_s=0.001))
         before = datetime.now(timezone.utc)
-        job_id = q.enqueue("x", EnqueueOpts(delay_s=0.15))
+        # Long enough that a loaded machine still claims before it is ready.
+        job_id = q.enqueue("x", EnqueueOpts(delay_s=1.5))
         info = q.get_job(job_id)
         assert info is not None
         for stamp in (info.created_at, info.run_at):
@@ -214,7 +215,7 @@ class BasicsContract(ContractBase):
             assert stamp.utcoffset() == timedelta(0)
         # The delay is honoured to the millisecond, against the engine's clock.
         assert info.run_at - info.created_at == pytest.approx(
-            timedelta(seconds=0.15), abs=timedelta(milliseconds=2)
+            timedelta(seconds=1.5), abs=timedelta(milliseconds=2)
         )
         assert abs(info.created_at - before) < timedelta(seconds=30)
         assert q.claim("w") is None

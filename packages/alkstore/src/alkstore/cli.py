@@ -35,8 +35,8 @@ from typing import Any, NoReturn
 
 from . import _open
 from ._open import DEFAULT_URL, ENGINE_GROUP, redact_url
-from .engine import OUTBOX_PREFIX
 from .errors import AlkstoreError, InvalidArgument, SchemaVersionError
+from .names import OUTBOX_PREFIX
 from .protocols import Job, Queue, RateLimit, Store
 from .specs import parse_duration
 from .types import EnqueueOpts, JobInfo, JobState, QueueOpts, check_duration

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_NOTIFICATION_BYTES",
     "MAX_PAYLOAD_BYTES",
     "MAX_PAYLOAD_DEPTH",
+    "OUTBOX_PREFIX",
     "RESERVED_PREFIX",
     "UNDECODABLE",
     "UNDECODABLE_ERROR",
@@ -42,6 +43,8 @@ __all__ = [
 
 #: Names starting with this belong to the engine (C-2).
 RESERVED_PREFIX = "__alkstore"
+#: Outbox ``name`` is backed by the queue ``OUTBOX_PREFIX + name`` (Q-20).
+OUTBOX_PREFIX = "__alkstore.outbox."
 #: Longest accepted name, in characters (C-1).
 MAX_NAME_LENGTH = 200
 #: Longest accepted stream event key, in characters.

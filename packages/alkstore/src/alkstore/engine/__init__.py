@@ -24,10 +24,12 @@ from __future__ import annotations
 from alkstore.protocols import Capability
 
 from .codec import UNDECODABLE_ERROR
-from .jobs import AsyncKitJob, KitJob
-from .listener import AsyncQueueListener, QueueListener
+from .jobs import KitJob
+from .jobs_async import AsyncKitJob
+from .listener import QueueListener
+from .listener_async import AsyncQueueListener
 from .native import unwrap
-from .outbox import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
+from .outbox_base import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
 from .rows import (
     ClaimRow,
     EventRow,
@@ -42,8 +44,10 @@ from .rows import (
     stream_stats_of,
 )
 from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
-from .seam import AsyncExecutor, Executor, NoteSink
-from .store import AsyncKitStore, KitStore
+from .seam import Executor, NoteSink
+from .seam_async import AsyncExecutor
+from .store import KitStore
+from .store_async import AsyncKitStore
 from .threaded import ThreadedAsyncExecutor, ThreadedAsyncTx
 from .wakes import FALLBACK_POLL_S, Step, WakeBoard
 

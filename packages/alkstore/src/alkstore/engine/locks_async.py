@@ -15,7 +15,7 @@ from .locks_base import LockData, RateCommon
 from .rows import RateSpec
 
 if TYPE_CHECKING:
-    from .seam import AsyncExecutor
+    from .seam_async import AsyncExecutor
 
 __all__ = ["AsyncKitLock", "AsyncKitRateLimit"]
 

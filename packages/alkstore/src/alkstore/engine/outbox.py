@@ -1,50 +1,20 @@
+# Generated from outbox_async.py by scripts/async_to_sync.py: edit that file, not this one.
 """The transactional outbox (Q-20): a queue on a reserved name, delivered by
-a one-slot worker, sync and async side by side."""
+a one-slot worker."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from alkstore.errors import InvalidArgument
-from alkstore.names import validate_name
-from alkstore.types import QueueOpts
+from alkstore._acompat import Event
+
+from .outbox_base import check_deliver, handler_for
 
 if TYPE_CHECKING:
-    from .queue import AsyncKitQueue, KitQueue
+    from .queue import KitQueue
 
-__all__ = ["OUTBOX_OPTS", "OUTBOX_PREFIX", "AsyncKitOutbox", "KitOutbox", "outbox_queue_name"]
-
-#: Outbox ``name`` is backed by the queue ``OUTBOX_PREFIX + name`` (Q-20).
-OUTBOX_PREFIX = "__alkstore.outbox."
-#: The fixed opts of every outbox's backing queue (Q-20).
-OUTBOX_OPTS = QueueOpts(visibility_timeout_s=60.0, max_attempts=5, backoff_base_s=5.0)
-
-
-def outbox_queue_name(name: str) -> str:
-    """The reserved queue that backs outbox *name* (Q-20)."""
-    return OUTBOX_PREFIX + validate_name(name, "outbox")
-
-
-def _check_deliver(deliver: object) -> None:
-    # W-8: refused before anything is claimed.
-    if not callable(deliver):
-        raise InvalidArgument(f"deliver must be callable, not {type(deliver).__name__}")
-
-
-def _handler_for(deliver: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A job handler that hands the payload to *deliver*, and is a coroutine
-    function exactly when *deliver* is one (so the worker awaits it, W-8)."""
-    if inspect.iscoroutinefunction(deliver):
-
-        async def deliver_async(job: Any) -> object:
-            return await deliver(job.payload)
-
-        return deliver_async
-    return lambda job: deliver(job.payload)
+__all__ = ["KitOutbox"]
 
 
 class KitOutbox:
@@ -55,14 +25,16 @@ class KitOutbox:
         self._queue = queue
 
     def __repr__(self) -> str:
-        return f"KitOutbox({self._name!r})"
+        return f"{type(self).__name__}({self._name!r})"
 
     @property
     def name(self) -> str:
+        """The outbox's name (its queue is ``OUTBOX_PREFIX + name``)."""
         return self._name
 
     @property
     def queue(self) -> KitQueue:
+        """The backing queue, for stats, dead letters and redrive."""
         return self._queue
 
     def put(self, payload: Any, tx: object | None = None) -> int:
@@ -71,57 +43,20 @@ class KitOutbox:
 
     def run(
         self,
-        deliver: Callable[[Any], object],
-        stop: threading.Event | None = None,
+        deliver: Callable[[Any], object] | Callable[[Any], object],
+        stop: Event | None = None,
         worker_id: str | None = None,
     ) -> None:
         """Claim, ``deliver(payload)``, ack on return; retry by the curve when
-        *deliver* raises (Q-20), until *stop* is set (or SIGINT/SIGTERM in the
-        main thread). A coroutine function runs on the worker's loop (W-8).
-        Deliveries run on a one-slot :class:`~alkstore.worker.Worker`: a slow
-        delivery keeps its claim by heartbeats, a busy database is retried."""
+        *deliver* raises (Q-20), until *stop* is set (on the sync face also on
+        SIGINT/SIGTERM in the main thread). Deliveries run on a one-slot
+        worker: a slow delivery keeps its claim by heartbeats, a busy database
+        is retried. A coroutine function is awaited (on the sync face, on the
+        worker's own loop); a plain callable runs on a thread (A-1, W-8)."""
         from alkstore.worker import Worker
 
         class OutboxWorker(Worker):
             _hold_slots = True  # strictly one delivery after the other
 
-        _check_deliver(deliver)
-        OutboxWorker(None, self._queue, _handler_for(deliver), 1, worker_id).run(stop)
-
-
-class AsyncKitOutbox:
-    """An :class:`~alkstore.protocols.AsyncOutbox` over its backing queue."""
-
-    def __init__(self, name: str, queue: AsyncKitQueue) -> None:
-        self._name = name
-        self._queue = queue
-
-    def __repr__(self) -> str:
-        return f"AsyncKitOutbox({self._name!r})"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def queue(self) -> AsyncKitQueue:
-        return self._queue
-
-    async def put(self, payload: Any, tx: object | None = None) -> int:
-        return await self._queue.enqueue(payload, tx=tx)
-
-    async def run(
-        self,
-        deliver: Callable[[Any], object] | Callable[[Any], Awaitable[object]],
-        stop: asyncio.Event | None = None,
-        worker_id: str | None = None,
-    ) -> None:
-        """Deliver until *stop* is set: a coroutine function is awaited on this
-        loop, a plain callable runs in a thread (A-1)."""
-        from alkstore.worker import AsyncWorker
-
-        class OutboxWorker(AsyncWorker):
-            _hold_slots = True  # strictly one delivery after the other
-
-        _check_deliver(deliver)
-        await OutboxWorker(None, self._queue, _handler_for(deliver), 1, worker_id).run(stop)
+        check_deliver(deliver)
+        OutboxWorker(None, self._queue, handler_for(deliver), 1, worker_id).run(stop)

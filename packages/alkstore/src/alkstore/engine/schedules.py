@@ -9,12 +9,9 @@ due schedules at its own clock and fires each with one compare-and-set
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,16 +22,24 @@ from alkstore.types import QueueOpts, check_duration
 
 from .prepare import decode_enqueue_opts, default_owner, prepare_job
 from .rows import NewJob, ScheduleRow
-from .wakes import CLOSE_CHECK_S, Step, WakeBoard
+from .wakes import Step
 
 __all__ = [
+    "GENERATION",
+    "NEXT_FIRE",
     "SCHEDULER_LOCK",
     "SCHEDULES_WAKE_KEY",
+    "SHOULD_STOP",
+    "TICK",
+    "Acquire",
     "FirePlan",
+    "LeaderPlan",
+    "Pause",
+    "Release",
+    "Renew",
+    "Rest",
     "leader_plan",
     "plan_fire",
-    "run_leader",
-    "run_leader_async",
     "schedule_job",
 ]
 
@@ -44,7 +49,6 @@ log = logging.getLogger("alkstore.scheduler")
 SCHEDULER_LOCK = "__alkstore.scheduler"
 #: Wake key bumped when a schedule is created, changed or removed.
 SCHEDULES_WAKE_KEY = "__alkstore.schedules"
-_KEYS = (SCHEDULES_WAKE_KEY,)
 _PLAIN = QueueOpts()
 
 
@@ -218,119 +222,3 @@ def leader_plan(ttl_s: float, owner: str) -> LeaderPlan:
             yield Release(lock)
         except (TransientError, StoreClosed):
             log.warning("scheduler %s: could not release the leader lock; it expires", owner)
-
-
-def run_leader(
-    plan: LeaderPlan,
-    *,
-    stop: threading.Event,
-    is_closed: Callable[[], bool],
-    wakes: WakeBoard,
-    acquire: Callable[[float, str], Any],
-    tick: Callable[[], object],
-    next_fire: Callable[[], float | None],
-) -> None:
-    """Run :func:`leader_plan` on this thread until *stop* is set; every wait
-    is sliced so that a stop is honoured within a quarter of a second."""
-
-    def stopping() -> bool:
-        return stop.is_set() or is_closed()
-
-    def sleep(seconds: float, seen: int | None) -> None:
-        deadline = time.monotonic() + max(seconds, 0.0)
-        while not stopping():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            if seen is None:
-                stop.wait(min(remaining, CLOSE_CHECK_S))
-            elif wakes.wait(_KEYS, seen, min(remaining, CLOSE_CHECK_S)):
-                return
-
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = plan.throw(error) if error is not None else plan.send(value)
-        except StopIteration:
-            return
-        value, error = None, None
-        try:
-            if step is SHOULD_STOP:
-                value = stopping()
-            elif isinstance(step, Acquire):
-                value = acquire(step.ttl_s, step.owner)
-            elif isinstance(step, Renew):
-                value = step.lock.renew()
-            elif step is GENERATION:
-                value = wakes.generation(_KEYS)
-            elif step is TICK:
-                value = tick()
-            elif step is NEXT_FIRE:
-                value = next_fire()
-            elif isinstance(step, Pause):
-                sleep(step.seconds, step.seen)
-            elif isinstance(step, Rest):
-                sleep(step.seconds, None)
-            elif isinstance(step, Release):
-                value = step.lock.release()
-        except (TransientError, StoreClosed) as exc:
-            error = exc
-
-
-async def run_leader_async(
-    plan: LeaderPlan,
-    *,
-    stop: asyncio.Event,
-    is_closed: Callable[[], bool],
-    wakes: WakeBoard,
-    acquire: Callable[[float, str], Awaitable[Any]],
-    tick: Callable[[], Awaitable[object]],
-    next_fire: Callable[[], Awaitable[float | None]],
-) -> None:
-    """:func:`run_leader` in an asyncio task; *stop* is an ``asyncio.Event``."""
-
-    def stopping() -> bool:
-        return stop.is_set() or is_closed()
-
-    async def sleep(seconds: float, seen: int | None) -> None:
-        deadline = time.monotonic() + max(seconds, 0.0)
-        while not stopping():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            if seen is None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), min(remaining, CLOSE_CHECK_S))
-            elif await wakes.wait_async(_KEYS, seen, min(remaining, CLOSE_CHECK_S)):
-                return
-
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = plan.throw(error) if error is not None else plan.send(value)
-        except StopIteration:
-            return
-        value, error = None, None
-        try:
-            if step is SHOULD_STOP:
-                value = stopping()
-            elif isinstance(step, Acquire):
-                value = await acquire(step.ttl_s, step.owner)
-            elif isinstance(step, Renew):
-                value = await step.lock.renew()
-            elif step is GENERATION:
-                value = wakes.generation(_KEYS)
-            elif step is TICK:
-                value = await tick()
-            elif step is NEXT_FIRE:
-                value = await next_fire()
-            elif isinstance(step, Pause):
-                await sleep(step.seconds, step.seen)
-            elif isinstance(step, Rest):
-                await sleep(step.seconds, None)
-            elif isinstance(step, Release):
-                value = await step.lock.release()
-        except (TransientError, StoreClosed) as exc:
-            error = exc

@@ -1,87 +1,37 @@
-"""The engine seam: what an engine supplies so that the kit can implement the
-whole public API above it, once, sync and async (docs/adr/0010).
+# Generated from seam_async.py by scripts/async_to_sync.py: edit that file, not this one.
+"""The engine seam's I/O: one operation per unit of work (docs/adr/0010).
 
-An engine implements :class:`Executor` (and, for a native async face,
-:class:`AsyncExecutor`: the same operations as coroutines). Each operation is
-one unit of I/O with the engine's own atomicity: it fully happens or leaves
-no trace (C-6), joins the caller's ``tx`` where it takes one (T-1), and wraps
-every driver error (E-1, E-2). Everything that does not depend on the
-database — argument checks, payload encoding and decoding, the backoff
-curve, claim order, handles, blocking loops, the scheduler's planning and
-leader loop, listeners, the outbox — lives in the kit and is the same for
-every engine.
-
-Arguments arrive validated: names follow C-1, payloads are encoded JSON
-text, durations are finite seconds, ids are 64-bit integers. ``tx`` is
-passed through as the caller gave it; the engine resolves it (its own
-transaction object, a native connection, or what
-:func:`alkstore.engine.native.unwrap` finds inside a framework's object) and
-refuses anything else with ``InvalidArgument`` before any statement.
+What the operations share, and the rules every one follows, are in
+:mod:`.seam_base`. On the sync face the executor is thread-safe (the kit
+calls it from any thread); on the async face no operation blocks the event
+loop (A-2), and :mod:`alkstore.engine.threaded` turns any sync executor into
+an async one by running each operation on an I/O thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol
 
-from alkstore.protocols import AsyncTx, Capability, Tx
+from alkstore.protocols import Tx
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
 from .rows import ClaimRow, EventRow, Fence, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
-from .wakes import WakeBoard
+from .seam_base import ExecutorBase, NoteSink
 
-__all__ = ["AsyncExecutor", "Executor", "NoteSink"]
-
-
-class NoteSink(Protocol):
-    """Where an engine delivers notifications for one listener (N-1)."""
-
-    @property
-    def channels(self) -> frozenset[str]: ...
-
-    def deliver(self, channel: str, payload: str) -> None:
-        """Called once per notification, in commit order per channel, with the
-        stored payload text. Must not block; may be called from any thread."""
-        ...
+__all__ = ["Executor", "NoteSink"]
 
 
-class Executor(Protocol):
-    """The I/O of one open store. Thread-safe: the kit calls it from any thread."""
+class Executor(ExecutorBase, Protocol):
+    """The I/O of one open store (SPEC §14 for the faces)."""
 
     # ------------------------------------------------------------ the store
-
-    @property
-    def url(self) -> str:
-        """The store's URL without a password (E-4)."""
-        ...
-
-    @property
-    def capabilities(self) -> frozenset[Capability]: ...
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def store_id(self) -> str:
-        """Names the database: equal for two stores on the same one, different
-        for another file, server, database or schema (C-7)."""
-        ...
-
-    @property
-    def wakes(self) -> WakeBoard:
-        """Bumped, per queue name and ``"stream:<name>"``, when a commit may
-        have made work (Q-19); every key when the engine cannot tell."""
-        ...
 
     def start_wakes(self) -> None:
         """Make sure commits from now on reach :attr:`wakes` (start a watcher
         or listener on first need)."""
-        ...
-
-    def fallback_s(self) -> float | None:
-        """How often blocked calls look again without a wake (``None``: never)."""
         ...
 
     def transaction(self) -> AbstractContextManager[Tx]:
@@ -89,7 +39,10 @@ class Executor(Protocol):
         block raises (T-1..T-4)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the store's connections and threads; idempotent. Every later
+        call raises ``StoreClosed`` (ST-3)."""
+        ...
 
     # --------------------------------------------------------------- queues
 
@@ -147,9 +100,14 @@ class Executor(Protocol):
         """The new deadline, or ``None`` when the claim is no longer valid (Q-8)."""
         ...
 
-    def cancel(self, tx: object | None, queue: str, job_id: int) -> bool: ...
+    def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
+        """Delete a pending or processing job of *queue*, whoever holds it;
+        ``False`` for a dead or missing job (Q-13)."""
+        ...
 
-    def get_job(self, queue: str, job_id: int) -> JobRow | None: ...
+    def get_job(self, queue: str, job_id: int) -> JobRow | None:
+        """The job's row in any state, or ``None`` when there is none."""
+        ...
 
     def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> list[JobRow]:
         """Jobs of *queue* in *state* with ``id > after_id``, ascending id."""
@@ -159,9 +117,14 @@ class Executor(Protocol):
         """Counts of one queue (always one row), or of every queue with rows."""
         ...
 
-    def sweep(self, queue: str) -> SweepResult: ...
+    def sweep(self, queue: str) -> SweepResult:
+        """Requeue or dead-letter the lapsed claims of *queue* now (Q-12)."""
+        ...
 
-    def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int: ...
+    def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
+        """Dead jobs of *queue* (those ids, or all) back to pending with a
+        fresh budget; the number moved (Q-21)."""
+        ...
 
     def purge_dead(
         self,
@@ -169,17 +132,41 @@ class Executor(Protocol):
         queue: str,
         job_ids: Sequence[int] | None,
         older_than_s: float | None,
-    ) -> int: ...
+    ) -> int:
+        """Delete dead jobs of *queue* (those ids, or all; only those dead
+        longer than *older_than_s* when given); the number deleted (Q-22)."""
+        ...
 
     # -------------------------------------------------------------- streams
 
-    def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int: ...
-    def read_events(self, stream: str, after: int, limit: int) -> list[EventRow]: ...
-    def has_event_after(self, stream: str, after: int) -> bool: ...
-    def commit_offset(self, stream: str, consumer: str, offset: int) -> bool: ...
-    def get_offset(self, stream: str, consumer: str) -> int: ...
-    def trim(self, stream: str, before: int) -> int: ...
-    def stream_stats(self) -> list[StreamStats]: ...
+    def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
+        """Append an event; its offset, gap-free in commit order (S-1, S-2, S-4)."""
+        ...
+
+    def read_events(self, stream: str, after: int, limit: int) -> list[EventRow]:
+        """Up to *limit* events with offset > *after*, ascending (S-2)."""
+        ...
+
+    def has_event_after(self, stream: str, after: int) -> bool:
+        """Whether an event with offset > *after* exists (a cheap look)."""
+        ...
+
+    def commit_offset(self, stream: str, consumer: str, offset: int) -> bool:
+        """Store the consumer's offset; ``False``, changing nothing, unless it
+        moves forwards (S-3)."""
+        ...
+
+    def get_offset(self, stream: str, consumer: str) -> int:
+        """The consumer's stored offset, ``0`` when it has none."""
+        ...
+
+    def trim(self, stream: str, before: int) -> int:
+        """Delete events with offset < *before*; the number deleted."""
+        ...
+
+    def stream_stats(self) -> list[StreamStats]:
+        """One row per stream with events or consumers."""
+        ...
 
     # ---------------------------------------------------------------- locks
 
@@ -187,9 +174,18 @@ class Executor(Protocol):
         """``(token, expires_at)``, or ``None`` while another owner holds it."""
         ...
 
-    def renew_lock(self, name: str, owner: str, token: int, ttl_s: float) -> datetime | None: ...
-    def release_lock(self, name: str, owner: str, token: int) -> bool: ...
-    def held_locks(self) -> list[LockInfo]: ...
+    def renew_lock(self, name: str, owner: str, token: int, ttl_s: float) -> datetime | None:
+        """The new expiry while *token* still holds the lock, else ``None`` (L-3)."""
+        ...
+
+    def release_lock(self, name: str, owner: str, token: int) -> bool:
+        """Free the lock while *token* still holds it; ``False`` once it expired
+        or changed hands (L-3)."""
+        ...
+
+    def held_locks(self) -> list[LockInfo]:
+        """Every unexpired lock."""
+        ...
 
     # ---------------------------------------------------------- rate limits
 
@@ -200,14 +196,18 @@ class Executor(Protocol):
 
     # -------------------------------------------------------- notifications
 
-    def notify(self, tx: object | None, channel: str, payload: str) -> None: ...
+    def notify(self, tx: object | None, channel: str, payload: str) -> None:
+        """Deliver *payload* to the channel's listeners at the commit (N-1)."""
+        ...
 
     def subscribe(self, sink: NoteSink) -> None:
         """Deliver to *sink* everything committed on its channels from the
         moment this returns (N-1)."""
         ...
 
-    def unsubscribe(self, sink: NoteSink) -> None: ...
+    def unsubscribe(self, sink: NoteSink) -> None:
+        """Stop delivering to *sink*."""
+        ...
 
     # ------------------------------------------------------------ schedules
 
@@ -221,8 +221,13 @@ class Executor(Protocol):
         (key :data:`~alkstore.engine.schedules.SCHEDULES_WAKE_KEY`)."""
         ...
 
-    def delete_schedule(self, name: str) -> bool: ...
-    def list_schedules(self) -> list[ScheduleRow]: ...
+    def delete_schedule(self, name: str) -> bool:
+        """Delete by name; ``False`` when there was none."""
+        ...
+
+    def list_schedules(self) -> list[ScheduleRow]:
+        """Every schedule, by name."""
+        ...
 
     def due_schedules(self) -> tuple[datetime, list[ScheduleRow]]:
         """The engine's now, and the schedules due at it."""
@@ -241,105 +246,6 @@ class Executor(Protocol):
         only when it matched, enqueue *job* on *queue*, atomically (SC-3)."""
         ...
 
-    def seconds_to_next_fire(self) -> float | None: ...
-
-
-class AsyncExecutor(Protocol):
-    """:class:`Executor` as coroutines, for the async face (SPEC §14).
-
-    The same operations, arguments and rules; none may block the event loop
-    (A-2). :mod:`alkstore.engine.threaded` turns any :class:`Executor` into
-    one by running each operation in a thread.
-    """
-
-    @property
-    def url(self) -> str: ...
-    @property
-    def capabilities(self) -> frozenset[Capability]: ...
-    @property
-    def closed(self) -> bool: ...
-    @property
-    def store_id(self) -> str: ...
-    @property
-    def wakes(self) -> WakeBoard: ...
-
-    async def start_wakes(self) -> None: ...
-    def fallback_s(self) -> float | None: ...
-    def transaction(self) -> AbstractAsyncContextManager[AsyncTx]: ...
-    async def close(self) -> None: ...
-
-    async def insert_jobs(
-        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
-    ) -> list[Inserted]: ...
-    async def claim(
-        self,
-        queues: Sequence[str],
-        worker_id: str,
-        n: int,
-        rate: RateSpec | None,
-        idle: bool,
-    ) -> list[ClaimRow]: ...
-    async def next_ready(self, queues: Sequence[str]) -> float | None: ...
-    async def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]: ...
-    async def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool: ...
-    async def fail(self, tx: object | None, fence: Fence, error: str) -> bool: ...
-    async def release(self, fence: Fence) -> bool: ...
-    async def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None: ...
-    async def cancel(self, tx: object | None, queue: str, job_id: int) -> bool: ...
-    async def get_job(self, queue: str, job_id: int) -> JobRow | None: ...
-    async def list_jobs(
-        self, queue: str, state: JobState, limit: int, after_id: int
-    ) -> list[JobRow]: ...
-    async def queue_stats(self, queue: str | None) -> list[QueueStats]: ...
-    async def sweep(self, queue: str) -> SweepResult: ...
-    async def redrive(
-        self, tx: object | None, queue: str, job_ids: Sequence[int] | None
-    ) -> int: ...
-    async def purge_dead(
-        self,
-        tx: object | None,
-        queue: str,
-        job_ids: Sequence[int] | None,
-        older_than_s: float | None,
-    ) -> int: ...
-
-    async def publish(
-        self, tx: object | None, stream: str, key: str | None, payload: str
-    ) -> int: ...
-    async def read_events(self, stream: str, after: int, limit: int) -> list[EventRow]: ...
-    async def has_event_after(self, stream: str, after: int) -> bool: ...
-    async def commit_offset(self, stream: str, consumer: str, offset: int) -> bool: ...
-    async def get_offset(self, stream: str, consumer: str) -> int: ...
-    async def trim(self, stream: str, before: int) -> int: ...
-    async def stream_stats(self) -> list[StreamStats]: ...
-
-    async def acquire_lock(
-        self, name: str, owner: str, ttl_s: float
-    ) -> tuple[int, datetime] | None: ...
-    async def renew_lock(
-        self, name: str, owner: str, token: int, ttl_s: float
-    ) -> datetime | None: ...
-    async def release_lock(self, name: str, owner: str, token: int) -> bool: ...
-    async def held_locks(self) -> list[LockInfo]: ...
-
-    async def acquire_rate(self, rate: RateSpec, n: int) -> float: ...
-
-    async def notify(self, tx: object | None, channel: str, payload: str) -> None: ...
-    async def subscribe(self, sink: NoteSink) -> None: ...
-    async def unsubscribe(self, sink: NoteSink) -> None: ...
-
-    async def clock(self) -> datetime: ...
-    async def upsert_schedule(self, row: ScheduleRow) -> ScheduleRow: ...
-    async def delete_schedule(self, name: str) -> bool: ...
-    async def list_schedules(self) -> list[ScheduleRow]: ...
-    async def due_schedules(self) -> tuple[datetime, list[ScheduleRow]]: ...
-    async def fire_schedule(
-        self,
-        name: str,
-        expected: datetime,
-        fire_at: datetime,
-        next_fire_at: datetime,
-        queue: str,
-        job: NewJob,
-    ) -> bool: ...
-    async def seconds_to_next_fire(self) -> float | None: ...
+    def seconds_to_next_fire(self) -> float | None:
+        """Seconds until the earliest schedule fires, ``None`` with none."""
+        ...

@@ -5,8 +5,8 @@
 thread sees a commit; threads and asyncio tasks wait on it alike. The
 blocking loop of every ``claim(wait_s=...)``, ``claim_any``,
 ``Stream.wait`` and rate-limit wait is written once, as the plan
-:func:`blocking_plan`, and run by :func:`run_blocking` (threads) or
-:func:`run_blocking_async` (asyncio): the two faces cannot drift apart.
+:func:`blocking_plan`, and run by the runner of each face
+(:mod:`.runners_async`, the source of :mod:`.runners`).
 """
 
 from __future__ import annotations
@@ -15,19 +15,21 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
 
-from alkstore.errors import StoreClosed
-
 __all__ = [
+    "ATTEMPT",
     "CLOSE_CHECK_S",
     "FALLBACK_POLL_S",
+    "GENERATION",
+    "NEXT_READY",
+    "START_WAKES",
+    "Plan",
+    "Sleep",
     "Step",
     "WakeBoard",
     "blocking_plan",
-    "run_blocking",
-    "run_blocking_async",
 ]
 
 T = TypeVar("T")
@@ -222,87 +224,3 @@ def blocking_plan(wait_s: float, fallback_s: float | None, lazy_wakes: bool) -> 
         if ready_in is not None:
             wake_at = min(wake_at, now + max(ready_in, RETRY_READY_S))
         yield Sleep(wake_at, seen)
-
-
-def run_blocking(
-    plan: Plan,
-    *,
-    wakes: WakeBoard,
-    keys: Sequence[str],
-    attempt: Callable[[bool], T],
-    is_closed: Callable[[], bool],
-    start_wakes: Callable[[], object],
-    next_ready: Callable[[], float | None] | None = None,
-) -> T:
-    """Run *plan* on this thread. *attempt* gets ``idle``: ``True`` once an
-    earlier attempt found nothing."""
-    value: Any = None
-    attempts = 0
-    try:
-        while True:
-            step = plan.send(value)
-            value = None
-            if step is GENERATION:
-                if is_closed():
-                    raise StoreClosed("the store was closed")
-                value = wakes.generation(keys)
-            elif step is ATTEMPT:
-                value = attempt(attempts > 0)
-                attempts += 1
-            elif step is START_WAKES:
-                start_wakes()
-            elif step is NEXT_READY:
-                value = None if next_ready is None else next_ready()
-            else:
-                assert isinstance(step, Sleep)
-                # In slices, so that close() is noticed promptly.
-                while not is_closed():
-                    remaining = step.until - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    if wakes.wait(keys, step.seen, min(remaining, CLOSE_CHECK_S)):
-                        break
-    except StopIteration as done:
-        result: T = done.value
-        return result
-
-
-async def run_blocking_async(
-    plan: Plan,
-    *,
-    wakes: WakeBoard,
-    keys: Sequence[str],
-    attempt: Callable[[bool], Awaitable[T]],
-    is_closed: Callable[[], bool],
-    start_wakes: Callable[[], Awaitable[object]],
-    next_ready: Callable[[], Awaitable[float | None]] | None = None,
-) -> T:
-    """:func:`run_blocking` for an asyncio task: waits never block the loop."""
-    value: Any = None
-    attempts = 0
-    try:
-        while True:
-            step = plan.send(value)
-            value = None
-            if step is GENERATION:
-                if is_closed():
-                    raise StoreClosed("the store was closed")
-                value = wakes.generation(keys)
-            elif step is ATTEMPT:
-                value = await attempt(attempts > 0)
-                attempts += 1
-            elif step is START_WAKES:
-                await start_wakes()
-            elif step is NEXT_READY:
-                value = None if next_ready is None else await next_ready()
-            else:
-                assert isinstance(step, Sleep)
-                while not is_closed():
-                    remaining = step.until - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    if await wakes.wait_async(keys, step.seen, min(remaining, CLOSE_CHECK_S)):
-                        break
-    except StopIteration as done:
-        result: T = done.value
-        return result

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind, TracerProvider
 
-from alkstore.engine.tracing import MAX_CONTEXT_VALUE, current_trace_context
+from alkstore._tracecontext import MAX_CONTEXT_VALUE, current_trace_context
 
 from .metrics import METER_NAME
 

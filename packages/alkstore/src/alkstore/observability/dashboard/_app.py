@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlencode
 
-from alkstore.engine import OUTBOX_PREFIX
 from alkstore.errors import AlkstoreError, UnsupportedOperation
+from alkstore.names import OUTBOX_PREFIX
 from alkstore.observability._http import StartResponse, WSGIEnviron
 from alkstore.protocols import Capability, Queue, Store
 from alkstore.types import JobState

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from alkstore.engine import OUTBOX_PREFIX
+from alkstore.names import OUTBOX_PREFIX
 from alkstore.observability.metrics import oldest_ready_age_s
 from alkstore.types import JobInfo, LockInfo, QueueStats, Schedule, StreamStats
 

@@ -1,0 +1,62 @@
+# Async source of jobs.py (scripts/async_to_sync.py makes it: edit this file).
+"""Job handles: one claim each, identified by (id, claim number) (Q-4).
+
+Both faces share their data and argument checks (:class:`.jobs_base.JobData`);
+only the I/O differs. The engine re-checks the row on every operation (Q-7):
+the handle's own state is a hint for ``should_stop`` (W-12), never a reason to
+skip the database.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .jobs_base import JobData
+from .prepare import check_error
+from .rows import ClaimRow
+from .seam_async import AsyncExecutor
+
+__all__ = ["AsyncKitJob"]
+
+
+class AsyncKitJob(JobData):
+    """A claimed job (the :class:`~alkstore.protocols.AsyncJob` protocol)."""
+
+    __slots__ = ("_ex",)
+
+    def __init__(
+        self, ex: AsyncExecutor, row: ClaimRow, payload: Any, worker_id: str, store_id: str
+    ) -> None:
+        super().__init__(row, payload, worker_id, store_id)
+        self._ex = ex
+
+    async def ack(self, tx: object | None = None) -> bool:
+        """Delete the row while this claim is valid (Q-7, Q-9)."""
+        return self._landed((await self._ex.ack(tx, (self._fence,)))[0])
+
+    async def retry(
+        self, error: str, delay_s: float | None = None, tx: object | None = None
+    ) -> bool:
+        """Back to pending after *delay_s* or the curve; dead at budget (Q-10)."""
+        text, delay = self._retry_args(error, delay_s)
+        return self._landed(await self._ex.retry(tx, self._fence, delay, text))
+
+    async def fail(self, error: str, tx: object | None = None) -> bool:
+        """Dead-letter now (Q-11)."""
+        return self._landed(await self._ex.fail(tx, self._fence, check_error(error)))
+
+    async def release(self) -> bool:
+        """Give the claim back unstarted, the attempt not counted (Q-26)."""
+        return self._landed(await self._ex.release(self._fence))
+
+    async def heartbeat(self, extend_s: float | None = None) -> bool:
+        """Deadline = now + *extend_s* (default: the row's visibility
+        timeout); refused once lapsed (Q-8)."""
+        deadline = await self._ex.heartbeat(
+            self._fence, self._extend_arg(extend_s, self.visibility_timeout_s)
+        )
+        if deadline is None:
+            self._lost = True
+            return False
+        self.deadline = deadline
+        return True

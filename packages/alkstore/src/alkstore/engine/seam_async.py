@@ -1,0 +1,255 @@
+# Async source of seam.py (scripts/async_to_sync.py makes it: edit this file).
+"""The engine seam's I/O: one operation per unit of work (docs/adr/0010).
+
+What the operations share, and the rules every one follows, are in
+:mod:`.seam_base`. On the sync face the executor is thread-safe (the kit
+calls it from any thread); on the async face no operation blocks the event
+loop (A-2), and :mod:`alkstore.engine.threaded` turns any sync executor into
+an async one by running each operation on an I/O thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Protocol
+
+from alkstore.protocols import AsyncTx
+from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
+
+from .rows import ClaimRow, EventRow, Fence, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
+from .seam_base import ExecutorBase, NoteSink
+
+__all__ = ["AsyncExecutor", "NoteSink"]
+
+
+class AsyncExecutor(ExecutorBase, Protocol):
+    """The I/O of one open store (SPEC §14 for the faces)."""
+
+    # ------------------------------------------------------------ the store
+
+    async def start_wakes(self) -> None:
+        """Make sure commits from now on reach :attr:`wakes` (start a watcher
+        or listener on first need)."""
+        ...
+
+    def transaction(self) -> AbstractAsyncContextManager[AsyncTx]:
+        """A transaction: committed on a normal exit, rolled back when the
+        block raises (T-1..T-4)."""
+        ...
+
+    async def close(self) -> None:
+        """Release the store's connections and threads; idempotent. Every later
+        call raises ``StoreClosed`` (ST-3)."""
+        ...
+
+    # --------------------------------------------------------------- queues
+
+    async def insert_jobs(
+        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+    ) -> list[Inserted]:
+        """Insert *jobs* (at least one; every field but ``payload`` and
+        ``unique_key`` is the same for all) in one atomic step and wake the
+        queue at commit. Jobs with a ``unique_key`` follow Q-23. With
+        *max_depth*, raise ``QueueFull`` and write nothing when the queue
+        would hold more unfinished jobs (Q-24)."""
+        ...
+
+    async def claim(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        n: int,
+        rate: RateSpec | None,
+        idle: bool,
+    ) -> list[ClaimRow]:
+        """Claim up to *n* claimable jobs, from the first of *queues* that has
+        some, then the next (W-10), in claim order (Q-2..Q-6, Q-25), taking one
+        unit of *rate* per job (R-1). Dead-letters exhausted lapsed claims of
+        those queues first (Q-12). *idle* is a hint: the caller is waiting and
+        found nothing last time, so an engine may look with a pure read before
+        it takes a write lock."""
+        ...
+
+    async def next_ready(self, queues: Sequence[str]) -> float | None:
+        """Seconds until the earliest claimable row of *queues* is ready
+        (negative when one already is), ``None`` when there is none."""
+        ...
+
+    async def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
+        """Delete each fenced claim that is still valid, in one atomic step;
+        one result per fence, in order (Q-7, Q-9)."""
+        ...
+
+    async def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
+        """Back to pending after *delay_s*, or to dead with *error* at an
+        exhausted budget (Q-10)."""
+        ...
+
+    async def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
+        """To dead with *error* (Q-11)."""
+        ...
+
+    async def release(self, fence: Fence) -> bool:
+        """Give the claim back unstarted: pending, ready now, the attempt not
+        counted (Q-26)."""
+        ...
+
+    async def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
+        """The new deadline, or ``None`` when the claim is no longer valid (Q-8)."""
+        ...
+
+    async def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
+        """Delete a pending or processing job of *queue*, whoever holds it;
+        ``False`` for a dead or missing job (Q-13)."""
+        ...
+
+    async def get_job(self, queue: str, job_id: int) -> JobRow | None:
+        """The job's row in any state, or ``None`` when there is none."""
+        ...
+
+    async def list_jobs(
+        self, queue: str, state: JobState, limit: int, after_id: int
+    ) -> list[JobRow]:
+        """Jobs of *queue* in *state* with ``id > after_id``, ascending id."""
+        ...
+
+    async def queue_stats(self, queue: str | None) -> list[QueueStats]:
+        """Counts of one queue (always one row), or of every queue with rows."""
+        ...
+
+    async def sweep(self, queue: str) -> SweepResult:
+        """Requeue or dead-letter the lapsed claims of *queue* now (Q-12)."""
+        ...
+
+    async def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
+        """Dead jobs of *queue* (those ids, or all) back to pending with a
+        fresh budget; the number moved (Q-21)."""
+        ...
+
+    async def purge_dead(
+        self,
+        tx: object | None,
+        queue: str,
+        job_ids: Sequence[int] | None,
+        older_than_s: float | None,
+    ) -> int:
+        """Delete dead jobs of *queue* (those ids, or all; only those dead
+        longer than *older_than_s* when given); the number deleted (Q-22)."""
+        ...
+
+    # -------------------------------------------------------------- streams
+
+    async def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
+        """Append an event; its offset, gap-free in commit order (S-1, S-2, S-4)."""
+        ...
+
+    async def read_events(self, stream: str, after: int, limit: int) -> list[EventRow]:
+        """Up to *limit* events with offset > *after*, ascending (S-2)."""
+        ...
+
+    async def has_event_after(self, stream: str, after: int) -> bool:
+        """Whether an event with offset > *after* exists (a cheap look)."""
+        ...
+
+    async def commit_offset(self, stream: str, consumer: str, offset: int) -> bool:
+        """Store the consumer's offset; ``False``, changing nothing, unless it
+        moves forwards (S-3)."""
+        ...
+
+    async def get_offset(self, stream: str, consumer: str) -> int:
+        """The consumer's stored offset, ``0`` when it has none."""
+        ...
+
+    async def trim(self, stream: str, before: int) -> int:
+        """Delete events with offset < *before*; the number deleted."""
+        ...
+
+    async def stream_stats(self) -> list[StreamStats]:
+        """One row per stream with events or consumers."""
+        ...
+
+    # ---------------------------------------------------------------- locks
+
+    async def acquire_lock(
+        self, name: str, owner: str, ttl_s: float
+    ) -> tuple[int, datetime] | None:
+        """``(token, expires_at)``, or ``None`` while another owner holds it."""
+        ...
+
+    async def renew_lock(self, name: str, owner: str, token: int, ttl_s: float) -> datetime | None:
+        """The new expiry while *token* still holds the lock, else ``None`` (L-3)."""
+        ...
+
+    async def release_lock(self, name: str, owner: str, token: int) -> bool:
+        """Free the lock while *token* still holds it; ``False`` once it expired
+        or changed hands (L-3)."""
+        ...
+
+    async def held_locks(self) -> list[LockInfo]:
+        """Every unexpired lock."""
+        ...
+
+    # ---------------------------------------------------------- rate limits
+
+    async def acquire_rate(self, rate: RateSpec, n: int) -> float:
+        """Take *n* units: ``0.0`` when granted, else the seconds until they
+        could be (nothing taken). One statement (R-1)."""
+        ...
+
+    # -------------------------------------------------------- notifications
+
+    async def notify(self, tx: object | None, channel: str, payload: str) -> None:
+        """Deliver *payload* to the channel's listeners at the commit (N-1)."""
+        ...
+
+    async def subscribe(self, sink: NoteSink) -> None:
+        """Deliver to *sink* everything committed on its channels from the
+        moment this returns (N-1)."""
+        ...
+
+    async def unsubscribe(self, sink: NoteSink) -> None:
+        """Stop delivering to *sink*."""
+        ...
+
+    # ------------------------------------------------------------ schedules
+
+    async def clock(self) -> datetime:
+        """The engine's "now" (C-4)."""
+        ...
+
+    async def upsert_schedule(self, row: ScheduleRow) -> ScheduleRow:
+        """Create or replace by name; when the stored spec and zone equal
+        *row*'s, keep the stored ``next_fire_at`` (SC-2). Wakes the scheduler
+        (key :data:`~alkstore.engine.schedules.SCHEDULES_WAKE_KEY`)."""
+        ...
+
+    async def delete_schedule(self, name: str) -> bool:
+        """Delete by name; ``False`` when there was none."""
+        ...
+
+    async def list_schedules(self) -> list[ScheduleRow]:
+        """Every schedule, by name."""
+        ...
+
+    async def due_schedules(self) -> tuple[datetime, list[ScheduleRow]]:
+        """The engine's now, and the schedules due at it."""
+        ...
+
+    async def fire_schedule(
+        self,
+        name: str,
+        expected: datetime,
+        fire_at: datetime,
+        next_fire_at: datetime,
+        queue: str,
+        job: NewJob,
+    ) -> bool:
+        """Compare-and-set the schedule's ``next_fire_at`` from *expected* and,
+        only when it matched, enqueue *job* on *queue*, atomically (SC-3)."""
+        ...
+
+    async def seconds_to_next_fire(self) -> float | None:
+        """Seconds until the earliest schedule fires, ``None`` with none."""
+        ...
