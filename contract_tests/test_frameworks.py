@@ -545,23 +545,79 @@ def test_async_enqueue_with_a_bare_async_driver_connection_follows_its_commit(
     run_async(db, body)
 
 
-@pytest.mark.clause("A-3")
-def test_async_sqlalchemy_objects_are_refused_naming_their_driver_connection(
+@pytest.mark.clause("A-7", "A-3", "T-1")
+def test_async_session_and_async_connection_are_taken_as_tx_and_follow_their_commit(
     db: Database,
 ) -> None:
     async def body(astore: alkstore.AsyncStore) -> None:
+        q = astore.queue("q")
         engine = create_async_engine(db.sa_async_url)
         try:
+            async with engine.begin() as conn:
+                await conn.run_sync(Base.metadata.create_all)
+            for commit in (False, True):
+                # An AsyncSession before its first statement: the enqueue
+                # begins its transaction, so its commit or rollback decides.
+                async with AsyncSession(engine) as session:
+                    await q.enqueue({"session": commit}, tx=session)
+                    session.add(Order(item=f"session {commit}"))
+                    assert await async_waiting(astore) == 0
+                    await (session.commit() if commit else session.rollback())
+                # An AsyncConnection without a begun transaction, likewise.
+                async with engine.connect() as conn:
+                    await q.enqueue({"connection": commit}, tx=conn)
+                    assert await async_waiting(astore) == int(commit)
+                    await (conn.commit() if commit else conn.rollback())
+            assert await async_waiting(astore) == 2
             async with AsyncSession(engine) as session:
-                with pytest.raises(InvalidArgument) as refused:
-                    await astore.queue("q").enqueue("x", tx=session)
-                refused_naming(refused, "driver_connection")
-            async with engine.connect() as conn:
-                with pytest.raises(InvalidArgument) as refused:
-                    await astore.queue("q").enqueue("x", tx=conn)
-                refused_naming(refused, "driver_connection")
+                items = (await session.execute(sa.text("SELECT item FROM orders"))).scalars()
+                assert list(items) == ["session True"]
+            jobs = await q.claim_batch("w", 2)
+            assert sorted(str(j.payload) for j in jobs) == [
+                "{'connection': True}",
+                "{'session': True}",
+            ]
+            async with AsyncSession(engine) as session:  # T-4 with the session itself
+                session.add(Order(item="result"))
+                assert await astore.ack_each(jobs, tx=session) == [True, True]
+                await session.commit()
+            assert await async_waiting(astore) == 0
+            with pytest.raises(InvalidArgument) as refused:  # it holds no transaction
+                await q.enqueue("x", tx=engine)
+            refused_naming(refused, "AsyncSession")
         finally:
             await engine.dispose()
         assert await async_waiting(astore) == 0
 
     run_async(db, body)
+
+
+@pytest.mark.clause("A-7")
+def test_sqlalchemy_objects_of_the_other_face_are_refused_naming_the_store_to_use(
+    db: Database, store: Store
+) -> None:
+    sync_engine = sa.create_engine(db.sa_url)
+    try:
+        with Session(sync_engine) as session:
+
+            async def body(astore: alkstore.AsyncStore) -> None:
+                with pytest.raises(InvalidArgument) as refused:
+                    await astore.queue("q").enqueue("x", tx=session)
+                refused_naming(refused, "sync store (alkstore.open)")
+
+            run_async(db, body)
+    finally:
+        sync_engine.dispose()
+
+    async def async_side() -> None:
+        engine = create_async_engine(db.sa_async_url)
+        try:
+            async with AsyncSession(engine) as session:
+                with pytest.raises(InvalidArgument) as refused:
+                    store.queue("q").enqueue("x", tx=session)
+                refused_naming(refused, "async store (alkstore.open_async)")
+        finally:
+            await engine.dispose()
+
+    asyncio.run(async_side())
+    assert store.queue("q").stats().pending == 0

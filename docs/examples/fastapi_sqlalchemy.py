@@ -58,13 +58,6 @@ def sqlalchemy_engine(store: alkstore.AsyncStore) -> AsyncEngine:
     )
 
 
-async def driver_connection(session: AsyncSession) -> Any:
-    """The driver connection under *session*, in the session's transaction:
-    what ``tx=`` takes on the async store."""
-    raw = await (await session.connection()).get_raw_connection()
-    return raw.driver_connection
-
-
 state: dict[str, Any] = {}
 
 
@@ -76,7 +69,7 @@ async def confirm(job: AsyncJob) -> None:
             return  # nothing to confirm: acked
         order.status = "confirmed"
         await session.flush()
-        await job.ack(tx=await driver_connection(session))
+        await job.ack(tx=session)  # the session itself (A-7)
         await session.commit()
 
 
@@ -120,7 +113,7 @@ async def place_order(new: NewOrder, session: Session) -> dict[str, Any]:
     session.add(order)
     await session.flush()  # gives the order its id
     queue = state["store"].queue("confirmations")
-    await queue.enqueue({"order": order.id}, tx=await driver_connection(session))
+    await queue.enqueue({"order": order.id}, tx=session)
     if new.item == "":
         # Raised before the commit: the session closes without committing,
         # and the order and its job vanish together.

@@ -34,12 +34,12 @@ def test_unwrap_of_a_sqlalchemy_connection_on_psycopg2_is_refused_naming_psycopg
     assert "psycopg 3" in str(refused.value)
 
 
-@pytest.mark.clause("T-2")
+@pytest.mark.clause("T-2", "A-7")
 @pytest.mark.parametrize("name", ["AsyncSession", "AsyncConnection", "async_scoped_session"])
-def test_unwrap_of_an_async_sqlalchemy_object_names_its_driver_connection(name: str) -> None:
+def test_unwrap_of_an_async_sqlalchemy_object_names_the_async_store(name: str) -> None:
     with pytest.raises(InvalidArgument) as refused:
         unwrap(_object_of("sqlalchemy.ext.asyncio.session", name))
-    assert "driver_connection" in str(refused.value)
+    assert "async store (alkstore.open_async)" in str(refused.value)
 
 
 @pytest.mark.clause("T-2")

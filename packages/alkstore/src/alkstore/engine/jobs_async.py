@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .jobs_base import JobData
+from .native import resolve_async
 from .prepare import check_error
 from .rows import ClaimRow
 from .seam_async import AsyncExecutor
@@ -32,18 +33,20 @@ class AsyncKitJob(JobData):
 
     async def ack(self, tx: object | None = None) -> bool:
         """Delete the row while this claim is valid (Q-7, Q-9)."""
-        return self._landed((await self._ex.ack(tx, (self._fence,)))[0])
+        return self._landed((await self._ex.ack(await resolve_async(tx), (self._fence,)))[0])
 
     async def retry(
         self, error: str, delay_s: float | None = None, tx: object | None = None
     ) -> bool:
         """Back to pending after *delay_s* or the curve; dead at budget (Q-10)."""
         text, delay = self._retry_args(error, delay_s)
-        return self._landed(await self._ex.retry(tx, self._fence, delay, text))
+        return self._landed(await self._ex.retry(await resolve_async(tx), self._fence, delay, text))
 
     async def fail(self, error: str, tx: object | None = None) -> bool:
         """Dead-letter now (Q-11)."""
-        return self._landed(await self._ex.fail(tx, self._fence, check_error(error)))
+        return self._landed(
+            await self._ex.fail(await resolve_async(tx), self._fence, check_error(error))
+        )
 
     async def release(self) -> bool:
         """Give the claim back unstarted, the attempt not counted (Q-26)."""

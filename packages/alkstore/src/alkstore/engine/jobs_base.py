@@ -16,6 +16,7 @@ from alkstore.errors import InvalidArgument
 from alkstore.types import check_duration
 
 from .codec import UNDECODABLE, try_decode
+from .faces import check_face
 from .infos import trace_context_of
 from .prepare import check_error
 from .rows import ClaimRow, Fence
@@ -116,14 +117,16 @@ class JobData:
         return default if extend is None else extend
 
 
-def handle_of(job: object) -> JobData:
+def handle_of(job: object, async_face: bool) -> JobData:
     """The kit handle behind *job*: the handle itself, or what a wrapper (the
-    worker's view of a job) holds under ``__alkstore_job__``."""
+    worker's view of a job) holds under ``__alkstore_job__``; a handle of the
+    other face is refused (A-7)."""
     inner = getattr(job, "__alkstore_job__", job)
     if not isinstance(inner, JobData):
         raise InvalidArgument(
             f"expected a job claimed from an alkstore store, not {type(job).__name__}"
         )
+    check_face("the job", inner, "ack", async_face)
     return inner
 
 

@@ -21,7 +21,13 @@ the real framework in ``contract_tests/test_frameworks.py``):
   its first query, so :func:`unwrap` connects it. Django refuses that from
   a thread running an event loop; the refusal says what to do instead.
 - The async objects of SQLAlchemy cannot be looked into without awaiting:
-  they are refused with the two lines that get their driver connection.
+  the async face opens them with :func:`resolve_async` (an ``AsyncSession``
+  checks out its connection and begins its transaction, an
+  ``AsyncConnection`` begins one, as their sync twins do) before the engine
+  sees ``tx``.
+- Each face takes its own (A-7): :func:`resolve_sync` refuses an async
+  connection or transaction, :func:`resolve_async` a sync one, naming the
+  store to use.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from typing import Any
 
 from alkstore.errors import AlkstoreError, InvalidArgument
 
-__all__ = ["unwrap"]
+from .faces import is_async, wrong_face
+
+__all__ = ["resolve_async", "resolve_sync", "unwrap"]
 
 _SQLALCHEMY_ASYNC = ("AsyncSession", "AsyncConnection", "async_scoped_session", "AsyncEngine")
 _SQLALCHEMY_HOW = (
@@ -47,10 +55,8 @@ def _sqlalchemy(tx: Any) -> Any:
     name = type(tx).__name__
     if name in _SQLALCHEMY_ASYNC:
         raise InvalidArgument(
-            f"tx is a SQLAlchemy {name}, whose driver connection can only be awaited: "
-            "`raw = await (await session.connection()).get_raw_connection()` (on an "
-            "AsyncConnection: `await conn.get_raw_connection()`), then pass "
-            "`tx=raw.driver_connection` to the async store"
+            f"tx is a SQLAlchemy {name}, an object of the async face: pass it to the async "
+            "store (alkstore.open_async), or pass a Session or a Connection to this one"
         )
     try:
         if callable(getattr(tx, "get_bind", None)) and callable(getattr(tx, "connection", None)):
@@ -112,3 +118,69 @@ def unwrap(tx: object) -> object:
             "(`pip install psycopg`): open your connection with psycopg.connect(store.dsn)"
         )
     return tx
+
+
+#: SQLAlchemy's sync objects that the async face refuses (A-7).
+_SQLALCHEMY_SYNC = ("Session", "Connection", "scoped_session", "Engine")
+#: Where the sync transactions and connections the async face refuses come from.
+_SYNC_MODULES = ("alkstore", "psycopg", "sqlite3")
+
+
+def resolve_sync(tx: object | None) -> object | None:
+    """``tx=`` of the sync face, before the engine resolves it: an object of
+    the async face (an async transaction or driver connection, a SQLAlchemy
+    async object) is refused naming the async store (A-7)."""
+    if tx is None:
+        return None
+    if is_async(tx, "execute") or (
+        _module(tx).startswith("sqlalchemy") and type(tx).__name__ in _SQLALCHEMY_ASYNC
+    ):
+        raise wrong_face("tx", tx, async_face=False)
+    return tx
+
+
+async def resolve_async(tx: object | None) -> object | None:
+    """``tx=`` of the async face, before the engine resolves it: SQLAlchemy's
+    ``AsyncSession`` and ``AsyncConnection`` become their driver connection,
+    their transaction begun as :func:`unwrap` begins a sync one's (A-7); a
+    sync transaction or connection is refused naming the sync store."""
+    if tx is None:
+        return None
+    module, name = _module(tx), type(tx).__name__
+    if module.startswith("sqlalchemy"):
+        if name in _SQLALCHEMY_SYNC:
+            raise wrong_face("tx", tx, async_face=True)
+        if name in _SQLALCHEMY_ASYNC:
+            driver: object = await _sqlalchemy_async(tx)
+            return driver
+        return tx
+    sync_object = module.split(".")[0] in _SYNC_MODULES or module.startswith("alkstore_")
+    if sync_object and callable(getattr(tx, "execute", None)) and not is_async(tx, "execute"):
+        raise wrong_face("tx", tx, async_face=True)
+    return tx
+
+
+async def _sqlalchemy_async(tx: Any) -> Any:
+    name = type(tx).__name__
+    if name == "AsyncEngine":
+        raise InvalidArgument(
+            "tx is a SQLAlchemy AsyncEngine, which holds no transaction: pass an "
+            "AsyncSession or an AsyncConnection (`async with engine.begin() as conn`)"
+        )
+    try:
+        conn = tx
+        if name != "AsyncConnection":
+            # AsyncSession (or its scoped proxy): checks out the connection and
+            # begins the session's transaction, so its commit() carries our write.
+            conn = await tx.connection()
+        if not conn.in_transaction():
+            await conn.begin()  # else its commit() would not carry the write
+        raw = await conn.get_raw_connection()
+        driver = raw.driver_connection
+    except AlkstoreError:  # pragma: no cover - nothing above raises ours
+        raise
+    except Exception as exc:  # closed, invalidated, ...
+        raise InvalidArgument(f"cannot use this SQLAlchemy {name} as tx: {exc}") from exc
+    if driver is None:  # pragma: no cover - an open connection has one
+        raise InvalidArgument(f"tx is a SQLAlchemy {name} without a driver connection")
+    return driver

@@ -31,6 +31,7 @@ from .codec import UNDECODABLE_ERROR
 from .infos import job_info
 from .jobs import KitJob
 from .jobs_base import decode_claims
+from .native import resolve_sync
 from .prepare import check_ids, check_job_id, check_unique_key, prepare_job
 from .queue_base import (
     FULL_FIRST_PAUSE_S,
@@ -139,6 +140,7 @@ class KitQueue(QueueBase):
             raise StoreClosed("the store was closed")
 
     def _insert(self, tx: object | None, jobs: list[NewJob], wait_s: float = 0) -> list[Any]:
+        tx = resolve_sync(tx)
         max_depth = self._opts.max_depth
         if max_depth is None:
             return self._ex.insert_jobs(tx, self._name, jobs, None)
@@ -228,7 +230,7 @@ class KitQueue(QueueBase):
         waiting up to *wait_s* for the first (Q-19)."""
         self._check_open()
         wid, count, wait = claim_args(worker_id, n, wait_s)
-        rate = rate_spec(rate_limit, self._ex.store_id)
+        rate = rate_spec(rate_limit, self._ex.store_id, self._async_face)
         return claim_sync(self._ex, self._names, wid, count, wait, rate)
 
     def ack_batch(self, jobs: Sequence[Any]) -> int:
@@ -245,7 +247,7 @@ class KitQueue(QueueBase):
         """Delete a pending or processing job of this queue, whoever holds it
         (Q-13, C-7); joins *tx* (T-1)."""
         self._check_open()
-        return self._ex.cancel(tx, self._name, check_job_id(job_id))
+        return self._ex.cancel(resolve_sync(tx), self._name, check_job_id(job_id))
 
     def get_job(self, job_id: int) -> JobInfo | None:
         """The job in any state, or ``None`` (Q-14); scoped to this queue (C-7)."""
@@ -278,7 +280,7 @@ class KitQueue(QueueBase):
         ids = check_ids(job_ids)
         if ids == []:
             return 0
-        return self._ex.redrive(tx, self._name, ids)
+        return self._ex.redrive(resolve_sync(tx), self._name, ids)
 
     def purge_dead(
         self,
@@ -292,4 +294,4 @@ class KitQueue(QueueBase):
         ids, older = self._purge_args(job_ids, older_than_s)
         if ids == []:
             return 0
-        return self._ex.purge_dead(tx, self._name, ids, older)
+        return self._ex.purge_dead(resolve_sync(tx), self._name, ids, older)

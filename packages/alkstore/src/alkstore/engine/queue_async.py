@@ -34,6 +34,7 @@ from .codec import UNDECODABLE_ERROR
 from .infos import job_info
 from .jobs_async import AsyncKitJob
 from .jobs_base import decode_claims
+from .native import resolve_async
 from .prepare import check_ids, check_job_id, check_unique_key, prepare_job
 from .queue_base import (
     FULL_FIRST_PAUSE_S,
@@ -196,6 +197,7 @@ class AsyncKitQueue(QueueBase):
             raise StoreClosed("the store was closed")
 
     async def _insert(self, tx: object | None, jobs: list[NewJob], wait_s: float = 0) -> list[Any]:
+        tx = await resolve_async(tx)
         max_depth = self._opts.max_depth
         if max_depth is None:
             return await self._ex.insert_jobs(tx, self._name, jobs, None)
@@ -292,7 +294,7 @@ class AsyncKitQueue(QueueBase):
         waiting up to *wait_s* for the first (Q-19)."""
         self._check_open()
         wid, count, wait = claim_args(worker_id, n, wait_s)
-        rate = rate_spec(rate_limit, self._ex.store_id)
+        rate = rate_spec(rate_limit, self._ex.store_id, self._async_face)
         return await claim_async(self._ex, self._names, wid, count, wait, rate)
 
     async def ack_batch(self, jobs: Sequence[Any]) -> int:
@@ -309,7 +311,7 @@ class AsyncKitQueue(QueueBase):
         """Delete a pending or processing job of this queue, whoever holds it
         (Q-13, C-7); joins *tx* (T-1)."""
         self._check_open()
-        return await self._ex.cancel(tx, self._name, check_job_id(job_id))
+        return await self._ex.cancel(await resolve_async(tx), self._name, check_job_id(job_id))
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         """The job in any state, or ``None`` (Q-14); scoped to this queue (C-7)."""
@@ -347,7 +349,7 @@ class AsyncKitQueue(QueueBase):
         ids = check_ids(job_ids)
         if ids == []:
             return 0
-        return await self._ex.redrive(tx, self._name, ids)
+        return await self._ex.redrive(await resolve_async(tx), self._name, ids)
 
     async def purge_dead(
         self,
@@ -361,4 +363,4 @@ class AsyncKitQueue(QueueBase):
         ids, older = self._purge_args(job_ids, older_than_s)
         if ids == []:
             return 0
-        return await self._ex.purge_dead(tx, self._name, ids, older)
+        return await self._ex.purge_dead(await resolve_async(tx), self._name, ids, older)

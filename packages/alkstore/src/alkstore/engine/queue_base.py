@@ -12,6 +12,7 @@ from alkstore._tracecontext import trace_context_text
 from alkstore.errors import InvalidArgument
 from alkstore.types import EnqueueOpts, JobState, QueueOpts, check_duration, check_int
 
+from .faces import check_face, is_async
 from .jobs_base import JobData, handle_of
 from .prepare import (
     MAX_CLAIM_BATCH,
@@ -102,13 +103,15 @@ def claim_args(worker_id: object, n: object, wait_s: object) -> tuple[str, int, 
     )
 
 
-def rate_spec(rate_limit: object, store_id: str) -> RateSpec | None:
-    """The limiter a claim takes its units from (R-1), checked."""
+def rate_spec(rate_limit: object, store_id: str, async_face: bool) -> RateSpec | None:
+    """The limiter a claim takes its units from (R-1), checked: one of this
+    store and of this face (A-7)."""
     if rate_limit is None:
         return None
     spec = getattr(rate_limit, "_spec", None)
     if not isinstance(spec, RateSpec) or getattr(rate_limit, "_store_id", None) != store_id:
         raise InvalidArgument("rate_limit must be a rate limit of this store (store.rate_limit)")
+    check_face("rate_limit", rate_limit, "acquire", async_face)
     return spec
 
 
@@ -122,6 +125,13 @@ def rate_pause(ready_in: float | None, rate: RateSpec | None) -> float | None:
 
 class QueueBase:
     """Name, opts and the checks both faces share."""
+
+    #: Whether this is the async face's class (A-7: each face takes its own).
+    _async_face = False
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls._async_face = is_async(cls, "claim_batch")
 
     def __init__(self, name: str, opts: QueueOpts) -> None:
         self._name = name
@@ -161,5 +171,5 @@ class QueueBase:
         count 0 (C-7)."""
         if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
             raise InvalidArgument("jobs must be a sequence of claimed jobs")
-        handles = [handle_of(job) for job in jobs]
+        handles = [handle_of(job, self._async_face) for job in jobs]
         return [h for h in handles if h.queue == self._name and h._store_id == store_id]

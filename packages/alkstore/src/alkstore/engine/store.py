@@ -24,6 +24,7 @@ from . import txowner
 from .infos import schedule_of
 from .listener import QueueListener
 from .locks import KitLock, KitRateLimit
+from .native import resolve_sync
 from .outbox import KitOutbox
 from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
@@ -102,10 +103,10 @@ class KitStore(StoreBase):
         """Ack handles of any queues of this store in one transaction; one
         result per handle, in order; another store's handles get ``False`` (Q-9)."""
         self._check_open()
-        handles, mine = fences_of(jobs, self._ex.store_id)
+        handles, mine = fences_of(jobs, self._ex.store_id, self._async_face)
         results = [False] * len(handles)
         if mine:
-            landed = self._ex.ack(tx, [handles[i]._fence for i in mine])
+            landed = self._ex.ack(resolve_sync(tx), [handles[i]._fence for i in mine])
             for i, ok in zip(mine, landed, strict=True):
                 results[i] = handles[i]._landed(ok)
         return results
@@ -122,7 +123,7 @@ class KitStore(StoreBase):
         then the next, blocking on wakes of any of them (W-10)."""
         self._check_open()
         names, wid, count, wait = self._claim_any_args(queues, worker_id, n, wait_s)
-        rate = rate_spec(rate_limit, self._ex.store_id)
+        rate = rate_spec(rate_limit, self._ex.store_id, self._async_face)
         return claim_sync(self._ex, names, wid, count, wait, rate)
 
     def queue_stats(self) -> list[QueueStats]:
@@ -148,7 +149,7 @@ class KitStore(StoreBase):
         self._check_open()
         name = validate_name(channel, "channel")
         text = encode_payload(payload, limit=MAX_NOTIFICATION_BYTES, what="notification payload")
-        self._ex.notify(tx, name, text)
+        self._ex.notify(resolve_sync(tx), name, text)
 
     def listen(self, *channels: str) -> QueueListener:
         """A listener for *channels* (N-2). The sync face listens from this

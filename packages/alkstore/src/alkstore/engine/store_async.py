@@ -25,6 +25,7 @@ from . import txowner
 from .infos import schedule_of
 from .listener_async import AsyncQueueListener
 from .locks_async import AsyncKitLock, AsyncKitRateLimit
+from .native import resolve_async
 from .outbox_async import AsyncKitOutbox
 from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
@@ -103,10 +104,10 @@ class AsyncKitStore(StoreBase):
         """Ack handles of any queues of this store in one transaction; one
         result per handle, in order; another store's handles get ``False`` (Q-9)."""
         self._check_open()
-        handles, mine = fences_of(jobs, self._ex.store_id)
+        handles, mine = fences_of(jobs, self._ex.store_id, self._async_face)
         results = [False] * len(handles)
         if mine:
-            landed = await self._ex.ack(tx, [handles[i]._fence for i in mine])
+            landed = await self._ex.ack(await resolve_async(tx), [handles[i]._fence for i in mine])
             for i, ok in zip(mine, landed, strict=True):
                 results[i] = handles[i]._landed(ok)
         return results
@@ -123,7 +124,7 @@ class AsyncKitStore(StoreBase):
         then the next, blocking on wakes of any of them (W-10)."""
         self._check_open()
         names, wid, count, wait = self._claim_any_args(queues, worker_id, n, wait_s)
-        rate = rate_spec(rate_limit, self._ex.store_id)
+        rate = rate_spec(rate_limit, self._ex.store_id, self._async_face)
         return await claim_async(self._ex, names, wid, count, wait, rate)
 
     async def queue_stats(self) -> list[QueueStats]:
@@ -149,7 +150,7 @@ class AsyncKitStore(StoreBase):
         self._check_open()
         name = validate_name(channel, "channel")
         text = encode_payload(payload, limit=MAX_NOTIFICATION_BYTES, what="notification payload")
-        await self._ex.notify(tx, name, text)
+        await self._ex.notify(await resolve_async(tx), name, text)
 
     def listen(self, *channels: str) -> AsyncQueueListener:
         """A listener for *channels* (N-2). The sync face listens from this

@@ -14,6 +14,7 @@ from alkstore.protocols import Capability
 from alkstore.specs import ScheduleSpec
 from alkstore.types import EnqueueOpts, check_int
 
+from .faces import check_face, is_async
 from .jobs_base import handle_of
 from .prepare import (
     MAX_CLAIM_BATCH,
@@ -28,9 +29,9 @@ from .seam_base import ExecutorBase
 __all__ = ["StoreBase", "fences_of", "queue_names", "schedule_parts"]
 
 
-def queue_names(queues: object) -> tuple[str, ...]:
-    """``claim_any``'s queues: names or handles, at least one, in order,
-    each once (W-10)."""
+def queue_names(queues: object, async_face: bool) -> tuple[str, ...]:
+    """``claim_any``'s queues: names or handles (of this face, A-7), at least
+    one, in order, each once (W-10)."""
     if isinstance(queues, (str, bytes)) or not isinstance(queues, Sequence) or not queues:
         raise InvalidArgument("queues must be a non-empty sequence of queue names or handles")
     names: list[str] = []
@@ -43,17 +44,18 @@ def queue_names(queues: object) -> tuple[str, ...]:
             handle_name = getattr(q, "name", None)
             if handle_name is None or not hasattr(q, "claim_batch"):
                 raise InvalidArgument(f"not a queue name or handle: {type(q).__name__}")
+            check_face("a queue of queues", q, "claim_batch", async_face)
             name = validate_name(handle_name, "queue", allow_reserved=True)
         if name not in names:
             names.append(name)
     return tuple(names)
 
 
-def fences_of(jobs: object, store_id: str) -> tuple[list[Any], list[int]]:
+def fences_of(jobs: object, store_id: str, async_face: bool) -> tuple[list[Any], list[int]]:
     """The handles of *jobs* and the positions of those of this store (C-7)."""
     if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
         raise InvalidArgument("jobs must be a sequence of claimed jobs")
-    handles = [handle_of(j) for j in jobs]
+    handles = [handle_of(j, async_face) for j in jobs]
     mine = [i for i, h in enumerate(handles) if h._store_id == store_id]
     return handles, mine
 
@@ -82,6 +84,12 @@ class StoreBase:
     executor, and the argument checks of ``claim_any``."""
 
     _ex: ExecutorBase
+    #: Whether this is the async face's class (A-7: each face takes its own).
+    _async_face = False
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls._async_face = is_async(cls, "claim_any")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._ex.url!r})"
@@ -109,7 +117,7 @@ class StoreBase:
         self, queues: object, worker_id: object, n: object, wait_s: object
     ) -> tuple[tuple[str, ...], str, int, float]:
         return (
-            queue_names(queues),
+            queue_names(queues, self._async_face),
             check_worker_id(worker_id),
             check_int("n", n, 1, MAX_CLAIM_BATCH),
             check_wait(wait_s),

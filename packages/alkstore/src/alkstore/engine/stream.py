@@ -10,6 +10,7 @@ from alkstore.names import validate_name
 from alkstore.types import Event
 
 from .infos import events_of
+from .native import resolve_sync
 from .prepare import check_offset, check_wait
 from .runners import run_blocking
 from .stream_base import StreamBase
@@ -36,7 +37,7 @@ class KitStream(StreamBase):
         """Append an event and return its offset; joins *tx* (T-1)."""
         self._check_open()
         text, event_key = self._publish_args(payload, key)
-        return self._ex.publish(tx, self._name, event_key, text)
+        return self._ex.publish(resolve_sync(tx), self._name, event_key, text)
 
     def read(self, after: int = 0, limit: int = 100) -> list[Event]:
         """Events past *after*, in offset order (S-2)."""

@@ -10,6 +10,7 @@ from alkstore.names import validate_name
 from alkstore.types import Event
 
 from .infos import events_of
+from .native import resolve_async
 from .prepare import check_offset, check_wait
 from .runners_async import run_blocking_async
 from .stream_base import StreamBase
@@ -36,7 +37,7 @@ class AsyncKitStream(StreamBase):
         """Append an event and return its offset; joins *tx* (T-1)."""
         self._check_open()
         text, event_key = self._publish_args(payload, key)
-        return await self._ex.publish(tx, self._name, event_key, text)
+        return await self._ex.publish(await resolve_async(tx), self._name, event_key, text)
 
     async def read(self, after: int = 0, limit: int = 100) -> list[Event]:
         """Events past *after*, in offset order (S-2)."""
