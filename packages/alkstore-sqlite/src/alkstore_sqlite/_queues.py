@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from alkstore.engine import ClaimRow, Fence, Inserted, JobRow, NewJob, RateSpec, claim_row
+from alkstore.engine import ClaimRow, Fence, Inserted, JobRow, NewJob, RateSpec, claim_row, job_row
 from alkstore.errors import QueueFull, TransientError
 from alkstore.types import JobState, QueueStats, SweepResult
 
 from . import _sql
-from ._executor import Core
+from ._core import Core
 from ._time import from_datetime, micros, now_us, to_datetime
 
 __all__ = ["QueueOps"]
@@ -26,36 +26,6 @@ _MAX_ERROR = "max attempts exceeded"
 
 def _opt_time(us: int | None) -> datetime | None:
     return None if us is None else to_datetime(us)
-
-
-def _job_row(row: Sequence[Any]) -> JobRow:
-    (job_id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id,
-     attempts, max_attempts, vt, backoff, retention, expires_at, _claims, unique_key, grp,
-     group_limit, trace, state, last_error, died_at) = row  # fmt: skip
-    return JobRow(
-        id=int(job_id),
-        queue=queue,
-        state=state,
-        payload=payload,
-        priority=int(priority),
-        run_at=to_datetime(run_at),
-        created_at=to_datetime(created_at),
-        claimed_at=_opt_time(claimed_at),
-        deadline=_opt_time(deadline),
-        worker_id=worker_id,
-        attempts=int(attempts),
-        max_attempts=int(max_attempts),
-        visibility_timeout_s=float(vt),
-        backoff_base_s=float(backoff),
-        dead_letter_retention_s=None if retention is None else float(retention),
-        expires_at=_opt_time(expires_at),
-        last_error=last_error,
-        died_at=_opt_time(died_at),
-        unique_key=unique_key,
-        group=grp,
-        group_limit=None if group_limit is None else int(group_limit),
-        trace_context=trace,
-    )
 
 
 def _claim_row(row: Sequence[Any]) -> ClaimRow:
@@ -95,8 +65,12 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
     }
 
 
-class QueueOps(Core):
-    """The queue half of the executor."""
+class QueueOps:
+    """Enqueue, claim, settle and operate on jobs; rate limits."""
+
+    def __init__(self, core: Core) -> None:
+        self._read = core.read
+        self._write = core.write
 
     # ------------------------------------------------------------------ enqueue
 
@@ -507,13 +481,13 @@ class QueueOps(Core):
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
         with self._read() as conn:
             row = conn.execute(_sql.GET_JOB, {"id": job_id, "queue": queue}).fetchone()
-        return None if row is None else _job_row(row)
+        return None if row is None else job_row(row, to_datetime)
 
     def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> list[JobRow]:
         params = {"queue": queue, "state": state.value, "after": after_id, "limit": limit}
         sql = _sql.LIST_DEAD if state is JobState.DEAD else _sql.LIST_LIVE
         with self._read() as conn:
-            return [_job_row(r) for r in conn.execute(sql, params)]
+            return [job_row(r, to_datetime) for r in conn.execute(sql, params)]
 
     def queue_stats(self, queue: str | None) -> list[QueueStats]:
         now = now_us()

@@ -460,12 +460,20 @@ DELETE_BY_ID = "DELETE FROM __alkstore_jobs WHERE id = :id RETURNING queue, grp"
 
 CANCEL = "DELETE FROM __alkstore_jobs WHERE id = :id AND queue = :queue RETURNING queue, grp"
 
-_INFO_LIVE = f"""
-SELECT {_JOB_COLUMNS}, state, NULL AS last_error, NULL AS died_at
+# A job as get_job and list_jobs read it: the columns in the field order of
+# alkstore.engine.JobRow (alkstore.engine.job_row maps them).
+_INFO_LIVE = """
+SELECT id, queue, state, payload, priority, run_at, created_at, claimed_at, deadline,
+    worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, NULL AS last_error, NULL AS died_at,
+    unique_key, grp, group_limit, trace_context
 FROM __alkstore_jobs
 """
-_INFO_DEAD = f"""
-SELECT {_JOB_COLUMNS}, 'dead' AS state, last_error, died_at
+_INFO_DEAD = """
+SELECT id, queue, 'dead' AS state, payload, priority, run_at, created_at, claimed_at, deadline,
+    worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, last_error, died_at,
+    unique_key, grp, group_limit, trace_context
 FROM __alkstore_dead
 """
 
