@@ -26,6 +26,7 @@ from alkstore.engine import (
     RateSpec,
     ScheduleRow,
     claim_row,
+    job_row,
     schedule_row,
     stream_stats_of,
 )
@@ -73,36 +74,6 @@ def advisory_key(purpose: str, *names: str) -> int:
 
 
 # ------------------------------------------------------------------ row mapping
-
-
-def _job_row(row: Sequence[Any]) -> JobRow:
-    (job_id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id,
-     attempts, max_attempts, vt, backoff, retention, expires_at, state, last_error, died_at,
-     unique_key, grp, group_limit, trace) = row  # fmt: skip
-    return JobRow(
-        id=int(job_id),
-        queue=queue,
-        state=state,
-        payload=payload,
-        priority=int(priority),
-        run_at=utc(run_at),
-        created_at=utc(created_at),
-        claimed_at=_opt_utc(claimed_at),
-        deadline=_opt_utc(deadline),
-        worker_id=worker_id,
-        attempts=int(attempts),
-        max_attempts=int(max_attempts),
-        visibility_timeout_s=float(vt),
-        backoff_base_s=float(backoff),
-        dead_letter_retention_s=None if retention is None else float(retention),
-        expires_at=_opt_utc(expires_at),
-        last_error=last_error,
-        died_at=_opt_utc(died_at),
-        unique_key=unique_key,
-        group=grp,
-        group_limit=None if group_limit is None else int(group_limit),
-        trace_context=trace,
-    )
 
 
 def _claim_row(row: Sequence[Any]) -> ClaimRow:
@@ -396,7 +367,7 @@ class OpBook:
     def get_job(self, queue: str, job_id: int) -> Op[JobRow | None]:
         def plan() -> Plan[JobRow | None]:
             row = yield Q(self.st.get_job, {"id": job_id, "queue": queue}, ONE)
-            return None if row is None else _job_row(row)
+            return None if row is None else job_row(row, utc)
 
         return Op(plan, writes=False)
 
@@ -406,7 +377,7 @@ class OpBook:
 
         def plan() -> Plan[list[JobRow]]:
             rows = yield Q(stmt, params, ALL)
-            return [_job_row(r) for r in rows]
+            return [job_row(r, utc) for r in rows]
 
         return Op(plan, writes=False)
 

@@ -748,17 +748,19 @@ SELECT pg_notify(%(wake)s::text, queue) FROM moved
 
 CANCEL = "DELETE FROM {schema}.jobs WHERE id = %(id)s::bigint AND queue = %(queue)s::text"
 
+# A job as get_job and list_jobs read it: the columns in the field order of
+# alkstore.engine.JobRow (alkstore.engine.job_row maps them).
 _INFO_LIVE = """
-SELECT id, queue, payload::text, priority, run_at, created_at, claimed_at, deadline,
+SELECT id, queue, state, payload::text, priority, run_at, created_at, claimed_at, deadline,
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
-    dead_letter_retention_s, expires_at, state, NULL::text AS last_error,
+    dead_letter_retention_s, expires_at, NULL::text AS last_error,
     NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context
 FROM {schema}.jobs
 """
 _INFO_DEAD = """
-SELECT id, queue, payload::text, priority, run_at, created_at, claimed_at, deadline,
-    worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
-    dead_letter_retention_s, expires_at, 'dead' AS state, last_error, died_at,
+SELECT id, queue, 'dead' AS state, payload::text, priority, run_at, created_at, claimed_at,
+    deadline, worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, last_error, died_at,
     unique_key, grp, group_limit, trace_context
 FROM {schema}.dead
 """
