@@ -110,13 +110,13 @@ class OpBook:
             "run_at": job.run_at,
             "delay_s": job.delay_s,
             "max_attempts": job.max_attempts,
-            "vt": job.visibility_timeout_s,
-            "backoff": job.backoff_base_s,
-            "retention": job.dead_letter_retention_s,
+            "visibility_timeout_s": job.visibility_timeout_s,
+            "backoff_base_s": job.backoff_base_s,
+            "dead_letter_retention_s": job.dead_letter_retention_s,
             "expires_s": job.expires_s,
             "grp": job.group,
             "group_limit": job.group_limit,
-            "trace": job.trace_context,
+            "trace_context": job.trace_context,
             "wake": self.wake,
         }
 
@@ -152,19 +152,19 @@ class OpBook:
         one statement (and one commit); the ids, in the callers' order."""
         jobs = [(queue, job) for queue, group in batches for job in group]
         params: dict[str, Any] = {
-            "queues": [q for q, _ in jobs],
-            "payloads": [j.payload for _, j in jobs],
-            "priorities": [j.priority for _, j in jobs],
-            "run_ats": [j.run_at for _, j in jobs],
-            "delays": [j.delay_s for _, j in jobs],
+            "queue": [q for q, _ in jobs],
+            "payload": [j.payload for _, j in jobs],
+            "priority": [j.priority for _, j in jobs],
+            "run_at": [j.run_at for _, j in jobs],
+            "delay_s": [j.delay_s for _, j in jobs],
             "max_attempts": [j.max_attempts for _, j in jobs],
-            "vts": [j.visibility_timeout_s for _, j in jobs],
-            "backoffs": [j.backoff_base_s for _, j in jobs],
-            "retentions": [j.dead_letter_retention_s for _, j in jobs],
-            "expires": [j.expires_s for _, j in jobs],
-            "grps": [j.group for _, j in jobs],
-            "limits": [j.group_limit for _, j in jobs],
-            "traces": [j.trace_context for _, j in jobs],
+            "visibility_timeout_s": [j.visibility_timeout_s for _, j in jobs],
+            "backoff_base_s": [j.backoff_base_s for _, j in jobs],
+            "dead_letter_retention_s": [j.dead_letter_retention_s for _, j in jobs],
+            "expires_s": [j.expires_s for _, j in jobs],
+            "grp": [j.group for _, j in jobs],
+            "group_limit": [j.group_limit for _, j in jobs],
+            "trace_context": [j.trace_context for _, j in jobs],
             "wake": self.wake,
         }
 
@@ -270,7 +270,7 @@ class OpBook:
             want = budget - len(claimed)
             if want <= 0:
                 break
-            params = {"queue": queue, "worker": worker_id, "n": want}
+            params = {"queue": queue, "worker_id": worker_id, "n": want}
             rows = yield Q(self.st.claim(want), params, ALL)
             got = [_claim_row(r[:-1]) for r in rows if r[0] is not None]
             if rows and rows[0][-1]:
@@ -322,7 +322,7 @@ class OpBook:
         return Op(many, tx)
 
     def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> Op[bool]:
-        params = {**self._fence(fence), "delay_s": delay_s, "error": error, "wake": self.wake}
+        params = {**self._fence(fence), "delay_s": delay_s, "last_error": error, "wake": self.wake}
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.retry, params, ROWCOUNT)
@@ -331,7 +331,7 @@ class OpBook:
         return Op(plan, tx)
 
     def fail(self, tx: object | None, fence: Fence, error: str) -> Op[bool]:
-        params = {**self._fence(fence), "error": error}
+        params = {**self._fence(fence), "last_error": error}
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.fenced_to_dead, params, ROWCOUNT)
@@ -651,7 +651,7 @@ class OpBook:
         job: NewJob,
     ) -> Op[bool]:
         params = self._job_params(queue, job)
-        params.update(name=name, expected=expected, next_fire_at=next_fire_at, fire_at=fire_at)
+        params.update(name=name, expected=expected, next_fire_at=next_fire_at, last_fire_at=fire_at)
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.fire_schedule, params, ROWCOUNT)

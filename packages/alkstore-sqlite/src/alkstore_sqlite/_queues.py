@@ -53,15 +53,15 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
         "run_at": run_at,
         "now": now,
         "max_attempts": job.max_attempts,
-        "vt": job.visibility_timeout_s,
-        "backoff": job.backoff_base_s,
-        "retention": job.dead_letter_retention_s,
+        "visibility_timeout_s": job.visibility_timeout_s,
+        "backoff_base_s": job.backoff_base_s,
+        "dead_letter_retention_s": job.dead_letter_retention_s,
         "expires_at": None if job.expires_s is None else now + micros(job.expires_s),
-        "key": job.unique_key,
+        "unique_key": job.unique_key,
         "grp": job.group,
         "group_limit": job.group_limit,
         "parked": 0,
-        "trace": job.trace_context,
+        "trace_context": job.trace_context,
     }
 
 
@@ -204,7 +204,7 @@ class QueueOps:
         go to dead first. Raising rolls the insert back."""
         params = {"queue": queue, "now": now}
         if conn.execute(_sql.EXPIRED_ANY, params).fetchone()[0]:
-            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "error": "expired"})
+            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "last_error": "expired"})
             self._rebalance_rows(conn, queue, conn.execute(_sql.EXPIRED_DELETE, params).fetchall())
         if conn.execute(_sql.EXHAUSTED_ANY, params).fetchone()[0]:
             self._exhaust(conn, queue, now)
@@ -239,7 +239,7 @@ class QueueOps:
                 if budget <= len(rows):
                     break
                 self._clear(conn, queue, now)
-                params: dict[str, Any] = {"queue": queue, "now": now, "worker": worker_id}
+                params: dict[str, Any] = {"queue": queue, "now": now, "worker_id": worker_id}
                 rows.extend(self._claim_levels(conn, params, budget - len(rows)))
             if rate is not None and rows:
                 self._rate_take(conn, rate, now, len(rows))
@@ -256,7 +256,7 @@ class QueueOps:
         below, after a pure read says there is anything to take."""
 
         def claim(conn: sqlite3.Connection) -> list[Any]:
-            params = {"queue": queue, "now": now_us(), "worker": worker_id, "n": n}
+            params = {"queue": queue, "now": now_us(), "worker_id": worker_id, "n": n}
             return conn.execute(_sql.CLAIM_FLAGGED, params).fetchall()
 
         rows = self._write(None, claim, single=True)
@@ -322,7 +322,7 @@ class QueueOps:
 
     def _exhaust(self, conn: sqlite3.Connection, queue: str, now: int) -> int:
         """Q-12: lapsed claims with no budget left move to dead."""
-        params = {"queue": queue, "now": now, "error": _MAX_ERROR}
+        params = {"queue": queue, "now": now, "last_error": _MAX_ERROR}
         conn.execute(_sql.EXHAUSTED_TO_DEAD, params)
         gone = conn.execute(_sql.EXHAUSTED_DELETE, {"queue": queue, "now": now}).fetchall()
         self._rebalance_rows(conn, queue, gone)
@@ -333,7 +333,7 @@ class QueueOps:
         run, so they must not keep their group's slots: they go to dead as
         ``"expired"`` (as a sweep would move them, Q-15), and each group
         rebalances."""
-        params = {"queue": queue, "now": now, "error": "expired"}
+        params = {"queue": queue, "now": now, "last_error": "expired"}
         conn.execute(_sql.GROUP_EXPIRED_TO_DEAD, params)
         gone = conn.execute(_sql.GROUP_EXPIRED_DELETE, {"queue": queue, "now": now}).fetchall()
         self._rebalance_rows(conn, queue, gone)
@@ -455,7 +455,7 @@ class QueueOps:
 
     @staticmethod
     def _to_dead(conn: sqlite3.Connection, fence: Fence, error: str, now: int) -> bool:
-        params = {"id": fence.id, "claim": fence.claim, "now": now, "error": error}
+        params = {"id": fence.id, "claim": fence.claim, "now": now, "last_error": error}
         if conn.execute(_sql.FENCED_TO_DEAD, params).rowcount != 1:
             return False
         gone = conn.execute(_sql.DELETE_BY_ID, {"id": fence.id}).fetchall()
@@ -505,7 +505,7 @@ class QueueOps:
         def run(conn: sqlite3.Connection) -> SweepResult:
             now = now_us()
             params = {"queue": queue, "now": now}
-            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "error": "expired"})
+            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "last_error": "expired"})
             gone = conn.execute(_sql.EXPIRED_DELETE, params).fetchall()
             self._rebalance_rows(conn, queue, gone)
             expired = len(gone)

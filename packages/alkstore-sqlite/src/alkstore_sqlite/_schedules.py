@@ -79,7 +79,7 @@ class ScheduleOps:
             "name": name,
             "expected": from_datetime(expected),
             "next_fire_at": from_datetime(next_fire_at),
-            "fire_at": from_datetime(fire_at),
+            "last_fire_at": from_datetime(fire_at),
         }
 
         def run(conn: sqlite3.Connection) -> bool:
