@@ -30,12 +30,11 @@ from ._writer import queue_for
 
 __all__ = ["Core"]
 
+T = TypeVar("T")
+
 
 def _nothing() -> None:
     pass
-
-
-T = TypeVar("T")
 
 
 class Core:
