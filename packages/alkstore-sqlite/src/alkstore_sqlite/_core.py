@@ -64,7 +64,8 @@ class Core:
         #: wakes are bumped: the executor hands new notifications to their
         #: listeners here. Set before the watcher can start.
         self.after_commit: Callable[[], None] = _nothing
-        self._closed = False
+        #: Set by :meth:`close`; an attribute, not a property: every call reads it.
+        self.closed = False
         self._wakeboard = WakeBoard()
         self._watcher: Watcher | None = None
         self._watcher_lock = threading.Lock()
@@ -150,10 +151,6 @@ class Core:
         return ALL_CAPABILITIES
 
     @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
     def store_id(self) -> str:
         return self._real_path
 
@@ -163,9 +160,9 @@ class Core:
 
     def close(self) -> None:
         """Stop the watcher and close every connection (ST-3)."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         self._wakeboard.close()
         with self._watcher_lock:
             watcher, self._watcher = self._watcher, None
@@ -175,7 +172,7 @@ class Core:
 
     def check_open(self) -> None:
         """Refuse any I/O once the store is closed."""
-        if self._closed:
+        if self.closed:
             raise StoreClosed("the store was closed")
 
     # ------------------------------------------------------------ connections
@@ -223,7 +220,7 @@ class Core:
         with self._pool.connection() as conn, self._writes.exclusive(conn, self._busy_timeout_s):
             with translate_errors():
                 conn.execute("BEGIN IMMEDIATE")
-            tx = SQLiteTx(self._path, conn, lambda: self._closed)
+            tx = SQLiteTx(self._path, conn, lambda: self.closed)
             try:
                 yield tx
             except BaseException:
@@ -247,7 +244,7 @@ class Core:
         """Start the wake watcher on first need; a store that never blocks
         never runs it (docs/adr/0003)."""
         with self._watcher_lock:
-            if self._watcher is not None or self._closed:
+            if self._watcher is not None or self.closed:
                 return
             watcher = Watcher(
                 lambda: _conn.connect(self._path, self._busy_timeout_s, self._synchronous),
