@@ -64,7 +64,7 @@ PARAMS: dict[str, object] = {
     "queue": "busy",
     "queues": ["busy", "other"],
     "n": 32,
-    "worker": "w",
+    "worker_id": "w",
     "id": 1,
     "claim": 1,
     "ids": [1, 2, 3],
@@ -72,7 +72,7 @@ PARAMS: dict[str, object] = {
     "extend_s": 1.0,
     "delay_s": 1.0,
     "older_than_s": 60.0,
-    "error": "x",
+    "last_error": "x",
     "wake": "c",
 }
 

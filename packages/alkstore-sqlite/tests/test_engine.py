@@ -78,10 +78,10 @@ def test_wal_and_synchronous_full_by_default(store: SQLiteStore, db_path: str) -
     conn = sqlite3.connect(db_path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
-    with store._sqlite._read() as own:
+    with store._sqlite.core.read() as own:
         assert own.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     fast = SQLiteStore(db_path, synchronous="normal")
-    with fast._sqlite._read() as own:
+    with fast._sqlite.core.read() as own:
         assert own.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
     fast.close()
 

@@ -29,7 +29,7 @@ def busy_file(store: SQLiteStore, db_path: str) -> sqlite3.Connection:
     return conn
 
 
-PARAMS = {"queue": "busy", "now": 10**16, "n": 32, "worker": "w", "id": 1, "claim": 1, "p": 0}
+PARAMS = {"queue": "busy", "now": 10**16, "n": 32, "worker_id": "w", "id": 1, "claim": 1, "p": 0}
 
 
 def test_claim_walks_the_claim_index_without_sorting(busy_file: sqlite3.Connection) -> None:
@@ -69,7 +69,7 @@ def test_wait_and_sweep_statements_use_their_index(
 def test_handle_operations_find_the_row_by_primary_key(
     busy_file: sqlite3.Connection, sql: str
 ) -> None:
-    plan = _plan(busy_file, sql, {**PARAMS, "deadline": 1, "run_at": 1, "error": "x"})
+    plan = _plan(busy_file, sql, {**PARAMS, "deadline": 1, "run_at": 1, "last_error": "x"})
     assert any("INTEGER PRIMARY KEY" in step for step in plan), plan
     assert not any(step.startswith("SCAN __alkstore_jobs") for step in plan), plan
 
@@ -91,7 +91,7 @@ def _claim_steps(db_path: str, queue: str) -> tuple[int, int]:
     try:
         conn.execute("BEGIN IMMEDIATE")
         conn.set_progress_handler(count, 1)
-        params = {"queue": queue, "now": now_us(), "worker": "probe"}
+        params = {"queue": queue, "now": now_us(), "worker_id": "probe"}
         rows = QueueOps._claim_levels(conn, params, 5)
         conn.set_progress_handler(None, 1)
         conn.execute("ROLLBACK")

@@ -446,10 +446,13 @@ def test_a_busy_dead_lettering_of_an_undecodable_row_keeps_the_good_claims(
             raw.close()
         return ids
 
-    def busy(self: QueueOps, *args: Any, **kw: Any) -> bool:
+    def busy(*args: Any, **kw: Any) -> bool:
         raise TransientError("SQLite is busy: database is locked")
 
+    # The executor binds its operations when it is built: the open store's
+    # executor is patched, and the class for the stores opened below.
     monkeypatch.setattr(QueueOps, "fail", busy)
+    monkeypatch.setattr(store._sqlite, "fail", busy)
     good_id, _ = plant("good", "bad")
     assert [j.id for j in q.claim_batch("w", 10)] == [good_id]
     assert q.stats().processing == 2  # the bad row is still claimed, not lost

@@ -26,6 +26,7 @@ from alkstore.engine import (
     RateSpec,
     ScheduleRow,
     claim_row,
+    job_row,
     schedule_row,
     stream_stats_of,
 )
@@ -75,36 +76,6 @@ def advisory_key(purpose: str, *names: str) -> int:
 # ------------------------------------------------------------------ row mapping
 
 
-def _job_row(row: Sequence[Any]) -> JobRow:
-    (job_id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id,
-     attempts, max_attempts, vt, backoff, retention, expires_at, state, last_error, died_at,
-     unique_key, grp, group_limit, trace) = row  # fmt: skip
-    return JobRow(
-        id=int(job_id),
-        queue=queue,
-        state=state,
-        payload=payload,
-        priority=int(priority),
-        run_at=utc(run_at),
-        created_at=utc(created_at),
-        claimed_at=_opt_utc(claimed_at),
-        deadline=_opt_utc(deadline),
-        worker_id=worker_id,
-        attempts=int(attempts),
-        max_attempts=int(max_attempts),
-        visibility_timeout_s=float(vt),
-        backoff_base_s=float(backoff),
-        dead_letter_retention_s=None if retention is None else float(retention),
-        expires_at=_opt_utc(expires_at),
-        last_error=last_error,
-        died_at=_opt_utc(died_at),
-        unique_key=unique_key,
-        group=grp,
-        group_limit=None if group_limit is None else int(group_limit),
-        trace_context=trace,
-    )
-
-
 def _claim_row(row: Sequence[Any]) -> ClaimRow:
     return claim_row(row, utc)
 
@@ -139,13 +110,13 @@ class OpBook:
             "run_at": job.run_at,
             "delay_s": job.delay_s,
             "max_attempts": job.max_attempts,
-            "vt": job.visibility_timeout_s,
-            "backoff": job.backoff_base_s,
-            "retention": job.dead_letter_retention_s,
+            "visibility_timeout_s": job.visibility_timeout_s,
+            "backoff_base_s": job.backoff_base_s,
+            "dead_letter_retention_s": job.dead_letter_retention_s,
             "expires_s": job.expires_s,
             "grp": job.group,
             "group_limit": job.group_limit,
-            "trace": job.trace_context,
+            "trace_context": job.trace_context,
             "wake": self.wake,
         }
 
@@ -181,19 +152,19 @@ class OpBook:
         one statement (and one commit); the ids, in the callers' order."""
         jobs = [(queue, job) for queue, group in batches for job in group]
         params: dict[str, Any] = {
-            "queues": [q for q, _ in jobs],
-            "payloads": [j.payload for _, j in jobs],
-            "priorities": [j.priority for _, j in jobs],
-            "run_ats": [j.run_at for _, j in jobs],
-            "delays": [j.delay_s for _, j in jobs],
+            "queue": [q for q, _ in jobs],
+            "payload": [j.payload for _, j in jobs],
+            "priority": [j.priority for _, j in jobs],
+            "run_at": [j.run_at for _, j in jobs],
+            "delay_s": [j.delay_s for _, j in jobs],
             "max_attempts": [j.max_attempts for _, j in jobs],
-            "vts": [j.visibility_timeout_s for _, j in jobs],
-            "backoffs": [j.backoff_base_s for _, j in jobs],
-            "retentions": [j.dead_letter_retention_s for _, j in jobs],
-            "expires": [j.expires_s for _, j in jobs],
-            "grps": [j.group for _, j in jobs],
-            "limits": [j.group_limit for _, j in jobs],
-            "traces": [j.trace_context for _, j in jobs],
+            "visibility_timeout_s": [j.visibility_timeout_s for _, j in jobs],
+            "backoff_base_s": [j.backoff_base_s for _, j in jobs],
+            "dead_letter_retention_s": [j.dead_letter_retention_s for _, j in jobs],
+            "expires_s": [j.expires_s for _, j in jobs],
+            "grp": [j.group for _, j in jobs],
+            "group_limit": [j.group_limit for _, j in jobs],
+            "trace_context": [j.trace_context for _, j in jobs],
             "wake": self.wake,
         }
 
@@ -299,7 +270,7 @@ class OpBook:
             want = budget - len(claimed)
             if want <= 0:
                 break
-            params = {"queue": queue, "worker": worker_id, "n": want}
+            params = {"queue": queue, "worker_id": worker_id, "n": want}
             rows = yield Q(self.st.claim(want), params, ALL)
             got = [_claim_row(r[:-1]) for r in rows if r[0] is not None]
             if rows and rows[0][-1]:
@@ -351,7 +322,7 @@ class OpBook:
         return Op(many, tx)
 
     def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> Op[bool]:
-        params = {**self._fence(fence), "delay_s": delay_s, "error": error, "wake": self.wake}
+        params = {**self._fence(fence), "delay_s": delay_s, "last_error": error, "wake": self.wake}
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.retry, params, ROWCOUNT)
@@ -360,7 +331,7 @@ class OpBook:
         return Op(plan, tx)
 
     def fail(self, tx: object | None, fence: Fence, error: str) -> Op[bool]:
-        params = {**self._fence(fence), "error": error}
+        params = {**self._fence(fence), "last_error": error}
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.fenced_to_dead, params, ROWCOUNT)
@@ -396,7 +367,7 @@ class OpBook:
     def get_job(self, queue: str, job_id: int) -> Op[JobRow | None]:
         def plan() -> Plan[JobRow | None]:
             row = yield Q(self.st.get_job, {"id": job_id, "queue": queue}, ONE)
-            return None if row is None else _job_row(row)
+            return None if row is None else job_row(row, utc)
 
         return Op(plan, writes=False)
 
@@ -406,7 +377,7 @@ class OpBook:
 
         def plan() -> Plan[list[JobRow]]:
             rows = yield Q(stmt, params, ALL)
-            return [_job_row(r) for r in rows]
+            return [job_row(r, utc) for r in rows]
 
         return Op(plan, writes=False)
 
@@ -680,7 +651,7 @@ class OpBook:
         job: NewJob,
     ) -> Op[bool]:
         params = self._job_params(queue, job)
-        params.update(name=name, expected=expected, next_fire_at=next_fire_at, fire_at=fire_at)
+        params.update(name=name, expected=expected, next_fire_at=next_fire_at, last_fire_at=fire_at)
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.fire_schedule, params, ROWCOUNT)

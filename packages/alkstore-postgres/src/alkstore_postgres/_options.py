@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from alkstore.engine import check_bool_option
 from alkstore.errors import InvalidArgument
 from alkstore.names import validate_name
 from alkstore.types import check_duration, check_int
@@ -63,12 +64,6 @@ class Config:
         return False if self.pooler else None
 
 
-def _bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgument(f"{name} must be True or False, not {value!r}")
-    return value
-
-
 def parse_options(url: str, keywords: Mapping[str, Any]) -> Config:
     """Check *url* and the engine options given as *keywords*. An option
     given both ways is refused: neither silently wins (EN-3)."""
@@ -98,8 +93,8 @@ def parse_options(url: str, keywords: Mapping[str, Any]) -> Config:
     assert pool_timeout is not None and lock_timeout is not None and poll is not None
     if lock_timeout > 86_400 * 24:
         raise InvalidArgument("lock_timeout_s must be at most 24 days")
-    migrate = _bool("migrate", opts.get("migrate", True))
-    pooler = _bool("pooler", opts.get("pooler", False))
+    migrate = check_bool_option("migrate", opts.get("migrate", True))
+    pooler = check_bool_option("pooler", opts.get("pooler", False))
     listen_url = opts.get("listen_url")
     if listen_url is not None and not isinstance(listen_url, str):
         raise InvalidArgument(f"listen_url must be a str, not {type(listen_url).__name__}")

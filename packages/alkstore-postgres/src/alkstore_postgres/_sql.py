@@ -374,9 +374,9 @@ INSERT INTO {schema}.jobs (
 # a limited group is parked and rebalanced by the trigger of its group.
 _JOB_VALUES = """
     %(queue)s::text, 'pending', {payload}, %(priority)s::int, r.run_at, r.run_at, c.t,
-    %(max_attempts)s::int, %(vt)s::float8, %(backoff)s::float8, %(retention)s::float8,
-    c.t + %(expires_s)s::float8 * interval '1 second', {key}, %(grp)s::text,
-    %(group_limit)s::int, 0, %(trace)s::text
+    %(max_attempts)s::int, %(visibility_timeout_s)s::float8, %(backoff_base_s)s::float8,
+    %(dead_letter_retention_s)s::float8, c.t + %(expires_s)s::float8 * interval '1 second',
+    {key}, %(grp)s::text, %(group_limit)s::int, 0, %(trace_context)s::text
 """
 _JOB_SOURCES = """
 clock c CROSS JOIN LATERAL (
@@ -422,12 +422,14 @@ ENQUEUE_ROWS = f"""
 WITH {_CLOCK},
 rows AS (
     SELECT * FROM unnest(
-        %(queues)s::text[], %(payloads)b::text[], %(priorities)s::int[],
-        %(run_ats)s::timestamptz[], %(delays)s::float8[], %(max_attempts)s::int[],
-        %(vts)s::float8[], %(backoffs)s::float8[], %(retentions)s::float8[],
-        %(expires)s::float8[], %(grps)s::text[], %(limits)s::int[], %(traces)s::text[])
-        WITH ORDINALITY AS r(queue, payload, priority, run_at, delay_s, max_attempts, vt,
-                             backoff, retention, expires_s, grp, group_limit, trace, ord)),
+        %(queue)s::text[], %(payload)b::text[], %(priority)s::int[],
+        %(run_at)s::timestamptz[], %(delay_s)s::float8[], %(max_attempts)s::int[],
+        %(visibility_timeout_s)s::float8[], %(backoff_base_s)s::float8[],
+        %(dead_letter_retention_s)s::float8[], %(expires_s)s::float8[], %(grp)s::text[],
+        %(group_limit)s::int[], %(trace_context)s::text[])
+        WITH ORDINALITY AS r(queue, payload, priority, run_at, delay_s, max_attempts,
+                             visibility_timeout_s, backoff_base_s, dead_letter_retention_s,
+                             expires_s, grp, group_limit, trace_context, ord)),
 wake AS MATERIALIZED (
     SELECT pg_notify(%(wake)s::text, d.queue) FROM (SELECT DISTINCT queue FROM rows) d)
 INSERT INTO {{schema}}.jobs (
@@ -435,8 +437,8 @@ INSERT INTO {{schema}}.jobs (
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
     unique_key, grp, group_limit, parked, trace_context)
 SELECT r.queue, 'pending', r.payload::json, r.priority, a.at, a.at, c.t, r.max_attempts,
-    r.vt, r.backoff, r.retention, c.t + r.expires_s * interval '1 second',
-    NULL, r.grp, r.group_limit, 0, r.trace
+    r.visibility_timeout_s, r.backoff_base_s, r.dead_letter_retention_s,
+    c.t + r.expires_s * interval '1 second', NULL, r.grp, r.group_limit, 0, r.trace_context
 FROM rows r CROSS JOIN clock c
 CROSS JOIN LATERAL (SELECT COALESCE(r.run_at, c.t + r.delay_s * interval '1 second') AS at) a
 CROSS JOIN (SELECT count(*) FROM wake) w
@@ -586,7 +588,7 @@ claimed AS (
         run_at = j.ready_at,
         deadline = c.t + j.visibility_timeout_s * interval '1 second',
         ready_at = c.t + j.visibility_timeout_s * interval '1 second',
-        worker_id = %(worker)s::text
+        worker_id = %(worker_id)s::text
     FROM picked p, clock c
     WHERE j.id = p.id
     RETURNING j.id, j.queue, j.payload::text AS payload, j.attempts, j.claims, j.max_attempts,
@@ -722,7 +724,7 @@ moved AS (
     WHERE {_FENCE} AND attempts < max_attempts
     RETURNING queue),
 gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} AND attempts >= max_attempts RETURNING *),
-buried AS ({_to_dead("gone", "%(error)s::text")} RETURNING 1)
+buried AS ({_to_dead("gone", "%(last_error)s::text")} RETURNING 1)
 SELECT pg_notify(%(wake)s::text, queue) FROM moved
 UNION ALL SELECT NULL FROM buried
 """
@@ -731,7 +733,7 @@ UNION ALL SELECT NULL FROM buried
 FENCED_TO_DEAD = f"""
 WITH {_CLOCK},
 gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} RETURNING *)
-{_to_dead("gone", "%(error)s::text")}
+{_to_dead("gone", "%(last_error)s::text")}
 """
 
 # Q-26: back where it stood in claim order (run_at kept the ready time the
@@ -748,17 +750,19 @@ SELECT pg_notify(%(wake)s::text, queue) FROM moved
 
 CANCEL = "DELETE FROM {schema}.jobs WHERE id = %(id)s::bigint AND queue = %(queue)s::text"
 
+# A job as get_job and list_jobs read it: the columns in the field order of
+# alkstore.engine.JobRow (alkstore.engine.job_row maps them).
 _INFO_LIVE = """
-SELECT id, queue, payload::text, priority, run_at, created_at, claimed_at, deadline,
+SELECT id, queue, state, payload::text, priority, run_at, created_at, claimed_at, deadline,
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
-    dead_letter_retention_s, expires_at, state, NULL::text AS last_error,
+    dead_letter_retention_s, expires_at, NULL::text AS last_error,
     NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context
 FROM {schema}.jobs
 """
 _INFO_DEAD = """
-SELECT id, queue, payload::text, priority, run_at, created_at, claimed_at, deadline,
-    worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
-    dead_letter_retention_s, expires_at, 'dead' AS state, last_error, died_at,
+SELECT id, queue, 'dead' AS state, payload::text, priority, run_at, created_at, claimed_at,
+    deadline, worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, last_error, died_at,
     unique_key, grp, group_limit, trace_context
 FROM {schema}.dead
 """
@@ -1036,7 +1040,7 @@ FIRE_SCHEDULE = (
 WITH {_CLOCK},
 advanced AS (
     UPDATE {{schema}}.schedules
-    SET next_fire_at = %(next_fire_at)s::timestamptz, last_fire_at = %(fire_at)s::timestamptz
+    SET next_fire_at = %(next_fire_at)s::timestamptz, last_fire_at = %(last_fire_at)s::timestamptz
     WHERE name = %(name)s::text AND next_fire_at = %(expected)s::timestamptz
     RETURNING name),
 job AS ("""

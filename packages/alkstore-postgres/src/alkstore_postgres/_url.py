@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from alkstore.engine import parse_bool_option
 from alkstore.errors import InvalidArgument
 
 __all__ = [
@@ -19,20 +20,12 @@ __all__ = [
     "ParsedURL",
     "check_schema",
     "conninfo_dict",
-    "parse_bool",
     "parse_url",
 ]
 
 
-def parse_bool(text: str) -> bool:
-    """A boolean engine option in a URL: ``true/false/1/0``."""
-    value = {"true": True, "1": True, "false": False, "0": False}.get(text.lower())
-    if value is None:
-        raise ValueError(f"expected true, false, 1 or 0, not {text!r}")
-    return value
-
-
-#: Engine options, accepted as keywords or as URL query parameters.
+#: Engine options, accepted as keywords or as URL query parameters, and how
+#: a URL's text turns into each (``bool``: by :func:`parse_bool_option`).
 ENGINE_OPTIONS: dict[str, Callable[[str], Any]] = {
     "schema": str,
     "min_size": int,
@@ -40,9 +33,9 @@ ENGINE_OPTIONS: dict[str, Callable[[str], Any]] = {
     "connect_timeout_s": float,
     "pool_timeout_s": float,
     "application_name": str,
-    "migrate": parse_bool,
+    "migrate": bool,
     "lock_timeout_s": float,
-    "pooler": parse_bool,
+    "pooler": bool,
     "poll_s": float,
     "listen_url": str,
 }
@@ -155,6 +148,8 @@ def conninfo_dict(conninfo: str) -> dict[str, Any]:
 
 def _convert(key: str, text: str) -> Any:
     kind = ENGINE_OPTIONS[key]
+    if kind is bool:
+        return parse_bool_option(key, text)
     try:
         value = kind(text)
     except ValueError as exc:

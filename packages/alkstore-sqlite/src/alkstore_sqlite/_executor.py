@@ -1,40 +1,35 @@
 """The SQLite engine's executor: the I/O behind every contract call (docs/adr/0010).
 
-The kit (:mod:`alkstore.engine`) implements the public API above this class;
-here are the connections, the write queue (W-7), transactions (T-1, T-2),
-the wake watcher (Q-19) and notification delivery. The operations live in
-the mixins of :mod:`._queues` and :mod:`._others`, their SQL in :mod:`._sql`.
+The kit (:mod:`alkstore.engine`) implements the public API above
+:class:`SQLiteExecutor`. The executor is one object holding one component
+per area over a shared :class:`~._core.Core` (connections, the write queue,
+transactions, wakes): :class:`~._queues.QueueOps` (SPEC §5, §15, §16, rate
+limits), :class:`~._streams.StreamOps` (§7), :class:`~._locks.LockOps` (§8),
+:class:`~._schedules.ScheduleOps` (§9) and :class:`~._notes.NoteOps` (§10).
+Their SQL is in :mod:`._sql`.
+
+Each :class:`~alkstore.engine.Executor` operation is the component's bound
+method, stored on the executor when it is built: a call costs what a method
+call costs, with no forwarding in between.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import TypeVar
-
-from alkstore.engine import ALL_CAPABILITIES, NoteSink, WakeBoard
-from alkstore.errors import InvalidArgument, SchemaVersionError, StoreClosed
+from alkstore.engine import WakeBoard
 from alkstore.protocols import Capability
 
-from . import _conn, _schema, _sql
-from ._conn import ConnectionPool
-from ._errors import is_busy, translate_errors
-from ._tx import SQLiteTx, resolve_tx, run_on
-from ._watcher import Watcher
-from ._writer import queue_for
+from ._core import Core
+from ._locks import LockOps
+from ._notes import NoteOps
+from ._queues import QueueOps
+from ._schedules import ScheduleOps
+from ._streams import StreamOps
 
-__all__ = ["Core"]
-
-T = TypeVar("T")
+__all__ = ["SQLiteExecutor"]
 
 
-class Core:
-    """Connections, the write queue, transactions, wakes and listeners of one
-    SQLite store."""
+class SQLiteExecutor:
+    """The whole :class:`~alkstore.engine.seam.Executor` of the SQLite engine."""
 
     def __init__(
         self,
@@ -47,248 +42,83 @@ class Core:
         notifications_cap: int,
         migrate: bool = True,
     ) -> None:
-        self._path = path
-        self._real_path = os.path.realpath(path)
-        self._url = url
-        self._busy_timeout_s = busy_timeout_s
-        self._synchronous = synchronous
-        self._poll_interval_s = poll_interval_s
-        self._notifications_cap = notifications_cap
-        # EN-1: pruning rides every tenth of the cap's notifying writes.
-        self._prune_every = max(notifications_cap // 10, 1)
-        self._closed = False
-        self._wakeboard = WakeBoard()
-        self._watcher: Watcher | None = None
-        self._watcher_lock = threading.Lock()
-        self._sinks: dict[NoteSink, int] = {}
-        self._sinks_lock = threading.Lock()
-        self._writes = queue_for(path)
-        if not migrate and not os.path.isfile(path):
-            # Checked before any connection: connecting would create the file.
-            missing = f"no SQLite database at {path!r} (opened with migrate=False)"
-            raise SchemaVersionError(0, _sql.SCHEMA_VERSION, missing)
-        self._pool = ConnectionPool(path, busy_timeout_s, synchronous)
-        try:
-            if migrate:
-                self._prepare(notifications_cap)
-            else:
-                self._check_schema()
-        except BaseException:
-            self._pool.close()
-            raise
+        core = Core(
+            path,
+            url=url,
+            busy_timeout_s=busy_timeout_s,
+            synchronous=synchronous,
+            poll_interval_s=poll_interval_s,
+            notifications_cap=notifications_cap,
+            migrate=migrate,
+        )
+        self.core = core
+        self.path = core.path
+        self.url = core.url
+        self.store_id = core.store_id
+        self.capabilities: frozenset[Capability] = core.capabilities
+        self.wakes: WakeBoard = core.wakes
+        self.start_wakes = core.start_wakes
+        self.fallback_s = core.fallback_s
+        self.transaction = core.transaction
+        self.resolve_tx = core.resolve_tx
 
-    # ------------------------------------------------------------------ opening
+        queues = QueueOps(core)
+        self.insert_jobs = queues.insert_jobs
+        self.claim = queues.claim
+        self.next_ready = queues.next_ready
+        self.ack = queues.ack
+        self.retry = queues.retry
+        self.fail = queues.fail
+        self.release = queues.release
+        self.heartbeat = queues.heartbeat
+        self.cancel = queues.cancel
+        self.get_job = queues.get_job
+        self.list_jobs = queues.list_jobs
+        self.queue_stats = queues.queue_stats
+        self.sweep = queues.sweep
+        self.redrive = queues.redrive
+        self.purge_dead = queues.purge_dead
+        self.acquire_rate = queues.acquire_rate
 
-    def _prepare(self, notifications_cap: int) -> None:
-        with translate_errors(), self._pool.connection() as conn:
-            # Refuse a newer schema before touching anything, WAL included (ST-2).
-            found = _schema.stored_version(conn)
-            if found > _sql.SCHEMA_VERSION:
-                _schema.migrate(conn)  # raises SchemaVersionError
-            self._enable_wal(conn)
-            _schema.migrate(conn)
-            # N-3: the notification table is capped at open; a read first, so
-            # that an open does not wait for the write lock.
-            (excess,) = conn.execute(
-                _sql.NOTIFICATIONS_EXCESS, {"cap": notifications_cap}
-            ).fetchone()
-            if excess:
-                conn.execute(_sql.PRUNE_NOTIFICATIONS, {"cap": notifications_cap})
+        streams = StreamOps(core)
+        self.publish = streams.publish
+        self.read_events = streams.read_events
+        self.has_event_after = streams.has_event_after
+        self.commit_offset = streams.commit_offset
+        self.get_offset = streams.get_offset
+        self.trim = streams.trim
+        self.stream_stats = streams.stream_stats
 
-    def _check_schema(self) -> None:
-        """``migrate=False``: the file must hold the current schema; nothing is written."""
-        with translate_errors(), self._pool.connection() as conn:
-            found = _schema.stored_version(conn)
-        if found != _sql.SCHEMA_VERSION:
-            reason = None
-            if found < _sql.SCHEMA_VERSION:
-                what = "no alkstore schema" if found == 0 else f"alkstore schema version {found}"
-                reason = (
-                    f"{self._path!r} holds {what}; this engine needs version "
-                    f"{_sql.SCHEMA_VERSION} (run `alkstore migrate`; opened with migrate=False)"
-                )
-            raise SchemaVersionError(found, _sql.SCHEMA_VERSION, reason)
+        locks = LockOps(core)
+        self.acquire_lock = locks.acquire_lock
+        self.renew_lock = locks.renew_lock
+        self.release_lock = locks.release_lock
+        self.held_locks = locks.held_locks
 
-    def _enable_wal(self, conn: sqlite3.Connection) -> None:
-        # Switching to WAL needs a moment alone with the file; concurrent
-        # openers can find it busy even with a busy timeout. WAL is a
-        # property of the file, so once one opener succeeds all see it.
-        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
-            return
-        deadline = time.monotonic() + max(self._busy_timeout_s, 1.0)
-        while True:
-            try:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            except sqlite3.OperationalError as exc:
-                if not is_busy(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
-                continue
-            if str(mode).lower() != "wal":
-                raise InvalidArgument(f"cannot use WAL on {self._path!r} (journal mode {mode})")
-            return
+        notes = NoteOps(core)
+        self._notes = notes
+        core.after_commit = notes.on_commit
+        self.notify = notes.notify
+        self.subscribe = notes.subscribe
+        self.unsubscribe = notes.unsubscribe
 
-    # ------------------------------------------------------------------ state
+        schedules = ScheduleOps(core)
+        self.clock = schedules.clock
+        self.upsert_schedule = schedules.upsert_schedule
+        self.delete_schedule = schedules.delete_schedule
+        self.list_schedules = schedules.list_schedules
+        self.due_schedules = schedules.due_schedules
+        self.fire_schedule = schedules.fire_schedule
+        self.seconds_to_next_fire = schedules.seconds_to_next_fire
 
-    @property
-    def url(self) -> str:
-        return self._url
-
-    @property
-    def path(self) -> str:
-        """The database file."""
-        return self._path
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        return ALL_CAPABILITIES
+    def __repr__(self) -> str:
+        return f"SQLiteExecutor({self.path!r})"
 
     @property
     def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def store_id(self) -> str:
-        return self._real_path
-
-    @property
-    def wakes(self) -> WakeBoard:
-        return self._wakeboard
+        return self.core.closed
 
     def close(self) -> None:
-        """Stop the watcher and close every connection (ST-3)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._wakeboard.close()
-        with self._watcher_lock:
-            watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.stop()
-        with self._sinks_lock:
-            self._sinks.clear()
-        self._pool.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosed("the store was closed")
-
-    # ------------------------------------------------------------ connections
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """A connection for pure reads: autocommit, so each statement reads
-        one snapshot and no write lock is taken (C-8)."""
-        self._check_open()
-        with translate_errors(), self._pool.connection() as conn:
-            yield conn
-
-    def _write(
-        self,
-        tx: object | None,
-        fn: Callable[[sqlite3.Connection], T],
-        *,
-        single: bool = False,
-    ) -> T:
-        """Run the write *fn*: without *tx* through the write queue (W-7) in a
-        transaction of its own (or its group's); with *tx* on the caller's
-        connection, never committed by us (T-1)."""
-        self._check_open()
-        if tx is None:
-            result: T = self._writes.write(
-                self._pool, fn, timeout_s=self._busy_timeout_s, single=single
-            )
-            return result
-        return run_on(resolve_tx(tx, self._real_path), fn, single)
-
-    def resolve_tx(self, tx: object) -> sqlite3.Connection:
-        """The connection behind *tx* (T-2)."""
-        return resolve_tx(tx, self._real_path)
-
-    def transaction(self) -> AbstractContextManager[SQLiteTx]:
-        """A write transaction (``BEGIN IMMEDIATE``) holding this process's
-        write queue: committed on a normal exit, rolled back when the block
-        raises (T-1..T-4)."""
-        self._check_open()
-        return self._transaction()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[SQLiteTx]:
-        self._check_open()
-        with self._pool.connection() as conn, self._writes.exclusive(conn, self._busy_timeout_s):
-            with translate_errors():
-                conn.execute("BEGIN IMMEDIATE")
-            tx = SQLiteTx(self._path, conn, lambda: self._closed)
-            try:
-                yield tx
-            except BaseException:
-                tx._active = False
-                if conn.in_transaction:
-                    with translate_errors():
-                        conn.execute("ROLLBACK")
-                raise
-            tx._active = False
-            with translate_errors():
-                try:
-                    conn.execute("COMMIT")
-                except sqlite3.Error:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-
-    # ------------------------------------------------------------------ wakes
-
-    def start_wakes(self) -> None:
-        """Start the wake watcher on first need; a store that never blocks
-        never runs it (docs/adr/0003)."""
-        with self._watcher_lock:
-            if self._watcher is not None or self._closed:
-                return
-            watcher = Watcher(
-                lambda: _conn.connect(self._path, self._busy_timeout_s, self._synchronous),
-                self._poll_interval_s,
-                self._on_commit,
-            )
-            watcher.start()
-            self._watcher = watcher
-
-    def fallback_s(self) -> float | None:
-        """Waits need no fallback poll while the watcher runs: it sees every
-        commit. Without it (it failed), poll every second."""
-        watcher = self._watcher
-        return 1.0 if watcher is not None and not watcher.alive else None
-
-    def _on_commit(self) -> None:
-        self._wakeboard.bump_all()
-        with self._sinks_lock:
-            if not self._sinks:
-                return
-            after = min(self._sinks.values())
-        self._dispatch(after)
-
-    def _dispatch(self, after: int) -> None:
-        try:
-            with self._read() as conn:
-                rows = conn.execute(_sql.NOTIFICATIONS_AFTER, {"after": after}).fetchall()
-        except StoreClosed:
-            return
-        if not rows:
-            return
-        with self._sinks_lock:
-            for sink, seen in list(self._sinks.items()):
-                for note_id, channel, payload in rows:
-                    if note_id > seen and channel in sink.channels:
-                        sink.deliver(channel, payload)
-                self._sinks[sink] = max(seen, rows[-1][0])
-
-    def subscribe(self, sink: NoteSink) -> None:
-        self.start_wakes()
-        # Registered under the sinks lock with the newest id as baseline: a
-        # notification committed after this point has a larger id (SQLite has
-        # one writer and ids never repeat), so it is delivered (N-1).
-        with self._sinks_lock, self._read() as conn:
-            self._sinks[sink] = int(conn.execute(_sql.LAST_NOTIFICATION).fetchone()[0])
-
-    def unsubscribe(self, sink: NoteSink) -> None:
-        with self._sinks_lock:
-            self._sinks.pop(sink, None)
+        """Stop the watcher, forget the listeners, close every connection (ST-3)."""
+        self.core.close()
+        self._notes.clear()

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from alkstore.engine import ClaimRow, Fence, Inserted, JobRow, NewJob, RateSpec, claim_row
+from alkstore.engine import ClaimRow, Fence, Inserted, JobRow, NewJob, RateSpec, claim_row, job_row
 from alkstore.errors import QueueFull, TransientError
 from alkstore.types import JobState, QueueStats, SweepResult
 
 from . import _sql
-from ._executor import Core
+from ._core import Core
 from ._time import from_datetime, micros, now_us, to_datetime
 
 __all__ = ["QueueOps"]
@@ -26,36 +26,6 @@ _MAX_ERROR = "max attempts exceeded"
 
 def _opt_time(us: int | None) -> datetime | None:
     return None if us is None else to_datetime(us)
-
-
-def _job_row(row: Sequence[Any]) -> JobRow:
-    (job_id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id,
-     attempts, max_attempts, vt, backoff, retention, expires_at, _claims, unique_key, grp,
-     group_limit, trace, state, last_error, died_at) = row  # fmt: skip
-    return JobRow(
-        id=int(job_id),
-        queue=queue,
-        state=state,
-        payload=payload,
-        priority=int(priority),
-        run_at=to_datetime(run_at),
-        created_at=to_datetime(created_at),
-        claimed_at=_opt_time(claimed_at),
-        deadline=_opt_time(deadline),
-        worker_id=worker_id,
-        attempts=int(attempts),
-        max_attempts=int(max_attempts),
-        visibility_timeout_s=float(vt),
-        backoff_base_s=float(backoff),
-        dead_letter_retention_s=None if retention is None else float(retention),
-        expires_at=_opt_time(expires_at),
-        last_error=last_error,
-        died_at=_opt_time(died_at),
-        unique_key=unique_key,
-        group=grp,
-        group_limit=None if group_limit is None else int(group_limit),
-        trace_context=trace,
-    )
 
 
 def _claim_row(row: Sequence[Any]) -> ClaimRow:
@@ -83,20 +53,24 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
         "run_at": run_at,
         "now": now,
         "max_attempts": job.max_attempts,
-        "vt": job.visibility_timeout_s,
-        "backoff": job.backoff_base_s,
-        "retention": job.dead_letter_retention_s,
+        "visibility_timeout_s": job.visibility_timeout_s,
+        "backoff_base_s": job.backoff_base_s,
+        "dead_letter_retention_s": job.dead_letter_retention_s,
         "expires_at": None if job.expires_s is None else now + micros(job.expires_s),
-        "key": job.unique_key,
+        "unique_key": job.unique_key,
         "grp": job.group,
         "group_limit": job.group_limit,
         "parked": 0,
-        "trace": job.trace_context,
+        "trace_context": job.trace_context,
     }
 
 
-class QueueOps(Core):
-    """The queue half of the executor."""
+class QueueOps:
+    """Enqueue, claim, settle and operate on jobs; rate limits."""
+
+    def __init__(self, core: Core) -> None:
+        self._read = core.read
+        self._write = core.write
 
     # ------------------------------------------------------------------ enqueue
 
@@ -230,7 +204,7 @@ class QueueOps(Core):
         go to dead first. Raising rolls the insert back."""
         params = {"queue": queue, "now": now}
         if conn.execute(_sql.EXPIRED_ANY, params).fetchone()[0]:
-            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "error": "expired"})
+            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "last_error": "expired"})
             self._rebalance_rows(conn, queue, conn.execute(_sql.EXPIRED_DELETE, params).fetchall())
         if conn.execute(_sql.EXHAUSTED_ANY, params).fetchone()[0]:
             self._exhaust(conn, queue, now)
@@ -265,7 +239,7 @@ class QueueOps(Core):
                 if budget <= len(rows):
                     break
                 self._clear(conn, queue, now)
-                params: dict[str, Any] = {"queue": queue, "now": now, "worker": worker_id}
+                params: dict[str, Any] = {"queue": queue, "now": now, "worker_id": worker_id}
                 rows.extend(self._claim_levels(conn, params, budget - len(rows)))
             if rate is not None and rows:
                 self._rate_take(conn, rate, now, len(rows))
@@ -282,7 +256,7 @@ class QueueOps(Core):
         below, after a pure read says there is anything to take."""
 
         def claim(conn: sqlite3.Connection) -> list[Any]:
-            params = {"queue": queue, "now": now_us(), "worker": worker_id, "n": n}
+            params = {"queue": queue, "now": now_us(), "worker_id": worker_id, "n": n}
             return conn.execute(_sql.CLAIM_FLAGGED, params).fetchall()
 
         rows = self._write(None, claim, single=True)
@@ -348,7 +322,7 @@ class QueueOps(Core):
 
     def _exhaust(self, conn: sqlite3.Connection, queue: str, now: int) -> int:
         """Q-12: lapsed claims with no budget left move to dead."""
-        params = {"queue": queue, "now": now, "error": _MAX_ERROR}
+        params = {"queue": queue, "now": now, "last_error": _MAX_ERROR}
         conn.execute(_sql.EXHAUSTED_TO_DEAD, params)
         gone = conn.execute(_sql.EXHAUSTED_DELETE, {"queue": queue, "now": now}).fetchall()
         self._rebalance_rows(conn, queue, gone)
@@ -359,7 +333,7 @@ class QueueOps(Core):
         run, so they must not keep their group's slots: they go to dead as
         ``"expired"`` (as a sweep would move them, Q-15), and each group
         rebalances."""
-        params = {"queue": queue, "now": now, "error": "expired"}
+        params = {"queue": queue, "now": now, "last_error": "expired"}
         conn.execute(_sql.GROUP_EXPIRED_TO_DEAD, params)
         gone = conn.execute(_sql.GROUP_EXPIRED_DELETE, {"queue": queue, "now": now}).fetchall()
         self._rebalance_rows(conn, queue, gone)
@@ -481,7 +455,7 @@ class QueueOps(Core):
 
     @staticmethod
     def _to_dead(conn: sqlite3.Connection, fence: Fence, error: str, now: int) -> bool:
-        params = {"id": fence.id, "claim": fence.claim, "now": now, "error": error}
+        params = {"id": fence.id, "claim": fence.claim, "now": now, "last_error": error}
         if conn.execute(_sql.FENCED_TO_DEAD, params).rowcount != 1:
             return False
         gone = conn.execute(_sql.DELETE_BY_ID, {"id": fence.id}).fetchall()
@@ -507,13 +481,13 @@ class QueueOps(Core):
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
         with self._read() as conn:
             row = conn.execute(_sql.GET_JOB, {"id": job_id, "queue": queue}).fetchone()
-        return None if row is None else _job_row(row)
+        return None if row is None else job_row(row, to_datetime)
 
     def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> list[JobRow]:
         params = {"queue": queue, "state": state.value, "after": after_id, "limit": limit}
         sql = _sql.LIST_DEAD if state is JobState.DEAD else _sql.LIST_LIVE
         with self._read() as conn:
-            return [_job_row(r) for r in conn.execute(sql, params)]
+            return [job_row(r, to_datetime) for r in conn.execute(sql, params)]
 
     def queue_stats(self, queue: str | None) -> list[QueueStats]:
         now = now_us()
@@ -531,7 +505,7 @@ class QueueOps(Core):
         def run(conn: sqlite3.Connection) -> SweepResult:
             now = now_us()
             params = {"queue": queue, "now": now}
-            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "error": "expired"})
+            conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "last_error": "expired"})
             gone = conn.execute(_sql.EXPIRED_DELETE, params).fetchall()
             self._rebalance_rows(conn, queue, gone)
             expired = len(gone)

@@ -196,7 +196,7 @@ _JOB_COLUMNS = (
 # Moving a row to dead stamps died_at and, with a retention, purge_at (Q-16).
 _TO_DEAD = (
     f"INSERT INTO __alkstore_dead ({_JOB_COLUMNS}, last_error, died_at, purge_at) "
-    f"SELECT {_JOB_COLUMNS}, :error, :now, "
+    f"SELECT {_JOB_COLUMNS}, :last_error, :now, "
     "CASE WHEN dead_letter_retention_s IS NULL THEN NULL "
     "ELSE :now + CAST(dead_letter_retention_s * 1000000 AS INTEGER) END "
     "FROM __alkstore_jobs "
@@ -210,7 +210,8 @@ _INSERT_COLUMNS = """
 ENQUEUE = f"""
 INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 VALUES (:queue, 'pending', :payload, :priority, :run_at, :run_at, :now, :max_attempts,
-    :vt, :backoff, :retention, :expires_at, :key, :grp, :group_limit, :parked, :trace)
+    :visibility_timeout_s, :backoff_base_s, :dead_letter_retention_s, :expires_at, :unique_key,
+    :grp, :group_limit, :parked, :trace_context)
 RETURNING id
 """
 # A unique key a live job holds already: nothing is written (Q-23).
@@ -221,8 +222,8 @@ ENQUEUE_UNIQUE = ENQUEUE.replace("INSERT INTO", "INSERT OR IGNORE INTO")
 ENQUEUE_MANY = f"""
 INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 SELECT :queue, 'pending', json_extract(value, '$[0]'), :priority, :run_at, :run_at, :now,
-    :max_attempts, :vt, :backoff, :retention, :expires_at, json_extract(value, '$[1]'),
-    :grp, :group_limit, :parked, :trace
+    :max_attempts, :visibility_timeout_s, :backoff_base_s, :dead_letter_retention_s, :expires_at,
+    json_extract(value, '$[1]'), :grp, :group_limit, :parked, :trace_context
 FROM json_each(:items) ORDER BY key
 RETURNING id, unique_key
 """
@@ -243,7 +244,7 @@ _CANNOT_RUN = """
 # "expired" past expires_at (Q-15), else "max attempts exceeded" (Q-12).
 STALE_KEYS_TO_DEAD = (
     _TO_DEAD.replace(
-        ":error,",
+        ":last_error,",
         "CASE WHEN expires_at IS NOT NULL AND expires_at <= :now THEN 'expired' "
         "ELSE 'max attempts exceeded' END,",
         1,
@@ -382,7 +383,7 @@ SET state = 'processing',
     run_at = ready_at,
     deadline = :now + CAST(visibility_timeout_s * 1000000 AS INTEGER),
     ready_at = :now + CAST(visibility_timeout_s * 1000000 AS INTEGER),
-    worker_id = :worker
+    worker_id = :worker_id
 WHERE id IN ({pick})
 RETURNING id, queue, payload, attempts, claims, max_attempts, priority, run_at, claimed_at,
     deadline, visibility_timeout_s, backoff_base_s, grp, trace_context
@@ -460,12 +461,20 @@ DELETE_BY_ID = "DELETE FROM __alkstore_jobs WHERE id = :id RETURNING queue, grp"
 
 CANCEL = "DELETE FROM __alkstore_jobs WHERE id = :id AND queue = :queue RETURNING queue, grp"
 
-_INFO_LIVE = f"""
-SELECT {_JOB_COLUMNS}, state, NULL AS last_error, NULL AS died_at
+# A job as get_job and list_jobs read it: the columns in the field order of
+# alkstore.engine.JobRow (alkstore.engine.job_row maps them).
+_INFO_LIVE = """
+SELECT id, queue, state, payload, priority, run_at, created_at, claimed_at, deadline,
+    worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, NULL AS last_error, NULL AS died_at,
+    unique_key, grp, group_limit, trace_context
 FROM __alkstore_jobs
 """
-_INFO_DEAD = f"""
-SELECT {_JOB_COLUMNS}, 'dead' AS state, last_error, died_at
+_INFO_DEAD = """
+SELECT id, queue, 'dead' AS state, payload, priority, run_at, created_at, claimed_at, deadline,
+    worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, last_error, died_at,
+    unique_key, grp, group_limit, trace_context
 FROM __alkstore_dead
 """
 
@@ -703,7 +712,7 @@ FROM __alkstore_schedules WHERE next_fire_at <= :now ORDER BY next_fire_at, name
 """
 # SC-3: the fire happens only for the tick whose compare-and-set matched.
 ADVANCE_SCHEDULE = """
-UPDATE __alkstore_schedules SET next_fire_at = :next_fire_at, last_fire_at = :fire_at
+UPDATE __alkstore_schedules SET next_fire_at = :next_fire_at, last_fire_at = :last_fire_at
 WHERE name = :name AND next_fire_at = :expected
 """
 NEXT_FIRE = "SELECT MIN(next_fire_at) FROM __alkstore_schedules"

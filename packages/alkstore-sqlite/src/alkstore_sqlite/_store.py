@@ -6,12 +6,18 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from alkstore.engine import AsyncKitStore, KitStore, ThreadedAsyncExecutor, unwrap
+from alkstore.engine import (
+    AsyncKitStore,
+    KitStore,
+    ThreadedAsyncExecutor,
+    check_bool_option,
+    unwrap,
+)
 from alkstore.engine.threaded import Runner
 from alkstore.errors import AlkstoreError, InvalidArgument
 from alkstore.types import check_duration, check_int
 
-from ._others import SQLiteExecutor
+from ._executor import SQLiteExecutor
 from ._url import OPTION_TYPES, parse_url
 
 __all__ = ["AsyncSQLiteStore", "SQLiteStore", "open_async_store", "open_store", "parse_url"]
@@ -40,8 +46,6 @@ def _executor(
     if synchronous not in ("full", "normal"):
         raise InvalidArgument(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
     cap = check_int("notifications_cap", notifications_cap, 0, 2**62)
-    if not isinstance(migrate, bool):
-        raise InvalidArgument(f"migrate must be True or False, not {migrate!r}")
     return SQLiteExecutor(
         path,
         url=url or f"sqlite:///{path}",
@@ -49,7 +53,7 @@ def _executor(
         synchronous=synchronous,
         poll_interval_s=min(poll, 1.0),
         notifications_cap=cap,
-        migrate=migrate,
+        migrate=check_bool_option("migrate", migrate),
     )
 
 

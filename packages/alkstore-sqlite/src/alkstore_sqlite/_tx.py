@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from alkstore.engine import unwrap
+from alkstore.engine import check_sql_args, unwrap
 from alkstore.errors import InvalidArgument, StoreClosed
 
 from ._errors import translate_errors
@@ -47,10 +47,7 @@ class SQLiteTx:
             raise StoreClosed("the store was closed")
         if not self._active:
             raise InvalidArgument("this transaction has already ended")
-        if not isinstance(sql, str):
-            raise InvalidArgument(f"sql must be a str, not {type(sql).__name__}")
-        if not isinstance(params, (Sequence, dict)) or isinstance(params, (str, bytes)):
-            raise InvalidArgument("params must be a sequence or a dict")
+        check_sql_args(sql, params)
         with translate_errors():
             try:
                 return self._conn.execute(sql, params)

@@ -7,27 +7,19 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from alkstore.engine import parse_bool_option
 from alkstore.errors import InvalidArgument
 
-__all__ = ["OPTION_TYPES", "parse_bool", "parse_url"]
-
-
-def parse_bool(text: str) -> bool:
-    """A boolean engine option in a URL: ``true/false/1/0``."""
-    value = {"true": True, "1": True, "false": False, "0": False}.get(text.lower())
-    if value is None:
-        raise ValueError(f"expected true, false, 1 or 0, not {text!r}")
-    return value
-
+__all__ = ["OPTION_TYPES", "parse_url"]
 
 #: Engine options, accepted as keywords or URL query parameters, and how a
-#: URL's text turns into each.
+#: URL's text turns into each (``bool``: by :func:`parse_bool_option`).
 OPTION_TYPES: dict[str, Callable[[str], Any]] = {
     "busy_timeout_s": float,
     "synchronous": str,
     "poll_interval_s": float,
     "notifications_cap": int,
-    "migrate": parse_bool,
+    "migrate": bool,
 }
 
 
@@ -67,6 +59,9 @@ def parse_url(url: str) -> tuple[str, dict[str, Any]]:
             raise InvalidArgument(f"unknown SQLite engine option {key!r} in {url!r}")
         if key in opts:
             raise InvalidArgument(f"engine option {key} appears twice in the URL")
+        if kind is bool:
+            opts[key] = parse_bool_option(key, value)
+            continue
         try:
             converted = kind(value)
         except ValueError as exc:  # int() of 5,000 digits included

@@ -30,6 +30,7 @@ from .listener import QueueListener
 from .listener_async import AsyncQueueListener
 from .native import unwrap
 from .outbox_base import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
+from .prepare import check_bool_option, check_sql_args, parse_bool_option
 from .rows import (
     ClaimRow,
     EventRow,
@@ -40,6 +41,7 @@ from .rows import (
     RateSpec,
     ScheduleRow,
     claim_row,
+    job_row,
     schedule_row,
     stream_stats_of,
 )
@@ -80,8 +82,12 @@ __all__ = [
     "ThreadedAsyncExecutor",
     "ThreadedAsyncTx",
     "WakeBoard",
+    "check_bool_option",
+    "check_sql_args",
     "claim_row",
+    "job_row",
     "outbox_queue_name",
+    "parse_bool_option",
     "schedule_row",
     "stream_stats_of",
     "unwrap",
