@@ -126,6 +126,8 @@ NAMES: dict[str, str] = {
     "AsyncListenerLoop": "ListenerLoop",
     "AsyncPoller": "Poller",
     "resolve_async": "resolve_sync",
+    # added for the worker
+    "ASpawned": "Spawned",
 }
 
 #: Names beginning with ``Async`` that may stay in a sync face: the ones

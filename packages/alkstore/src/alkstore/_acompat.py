@@ -16,6 +16,7 @@ async face             sync face                   what for
 ``aevent_wait(e, s)``  ``event_wait(e, s)``        an event's wait, bounded
 ``aspawn(fn, name)``   ``spawn(fn, name)``         run *fn* beside the caller
 ``ajoin(h, s)``        ``join(h, s)``              wait for what spawn started
+``ASpawned``           ``Spawned``                 what spawn returns (its type)
 ``aoffload(fn, *a)``   ``offload(fn, *a)``         CPU work off the loop (A-2);
                                                    inline on a thread
 =====================  ==========================  ===========================
@@ -36,9 +37,11 @@ __all__ = [
     "ACondition",
     "AEvent",
     "ALock",
+    "ASpawned",
     "Condition",
     "Event",
     "Lock",
+    "Spawned",
     "acond_wait",
     "aevent_wait",
     "ajoin",
@@ -61,6 +64,7 @@ AEvent = asyncio.Event
 ALock = asyncio.Lock
 ACondition = asyncio.Condition
 asleep = asyncio.sleep
+ASpawned = asyncio.Task[None]
 
 
 async def acond_wait(cond: asyncio.Condition, timeout_s: float) -> bool:
@@ -106,6 +110,7 @@ Event = threading.Event
 Lock = threading.Lock
 Condition = threading.Condition
 sleep = time.sleep
+Spawned = threading.Thread
 
 
 def cond_wait(cond: threading.Condition, timeout_s: float) -> bool:

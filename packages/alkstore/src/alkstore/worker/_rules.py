@@ -1,10 +1,12 @@
 """What the worker runtimes share: outcomes, the handler's view of its job,
-heartbeat intervals and log lines (W-1, W-2, W-9, W-11, W-12).
+heartbeat intervals, the checks of a worker's arguments and log lines (W-1,
+W-2, W-9, W-11, W-12, A-7).
 
 :class:`~alkstore.worker.Worker` (threads) and
-:class:`~alkstore.worker.AsyncWorker` (asyncio) differ only in how they run
-handlers and wait; every rule about what a handler's result means for its
-claim is here, once.
+:class:`~alkstore.worker.AsyncWorker` (asyncio) are one code, ``_tasks``,
+from which ``_threads`` is generated (docs/adr/0017); they differ only in how
+they run handlers and wait. Every rule about what a handler's result means
+for its claim is here, once, in plain code both faces call.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -29,6 +32,7 @@ __all__ = [
     "Retry",
     "Running",
     "StopSignal",
+    "check_face",
     "error_text",
     "outcome_of",
 ]
@@ -170,9 +174,12 @@ class StopSignal:
 class Running:
     """One started job: its claim, heartbeat schedule and fate.
 
-    ``lock`` serializes the heartbeat thread (or task), the timeout and the
-    end of the handler, so an outcome never races a heartbeat of the same
-    claim and a refused heartbeat always wins over a later ack (W-2).
+    ``lock`` serializes the heartbeat thread, the timeout and the end of the
+    handler, so an outcome never races a heartbeat of the same claim and a
+    refused heartbeat always wins over a later ack (W-2). On an event loop,
+    where code between two awaits runs alone, the async worker passes a lock
+    that does nothing: a thread's lock held across an await would stall the
+    loop.
     """
 
     __slots__ = (
@@ -197,12 +204,18 @@ class Running:
         "view",
     )
 
-    def __init__(self, job: Any, interval_s: float, stopping: StopSignal) -> None:
+    def __init__(
+        self,
+        job: Any,
+        interval_s: float,
+        stopping: StopSignal,
+        lock: AbstractContextManager[Any] | None = None,
+    ) -> None:
         self.job = job
         self.interval_s = interval_s
         self.started = time.monotonic()
         self.next_beat = self.started + first_beat_in(job, interval_s)
-        self.lock = threading.Lock()
+        self.lock: AbstractContextManager[Any] = threading.Lock() if lock is None else lock
         self.stopping = stopping  # the worker is stopping (W-12)
         self.done = False  # the handler returned (or was given up on)
         self.handled = False  # the handler call itself has ended
@@ -252,10 +265,11 @@ class Running:
         return f"job {job.id} of queue {job.queue!r} (attempt {job.attempts}/{job.max_attempts})"
 
 
-class HandlerJob:
-    """The job as the handler sees it: the claim's handle, plus
-    ``should_stop()`` (W-12), and settle operations that tell the worker the
-    handler took care of its job (W-9)."""
+class HandlerJobBase:
+    """What both faces' view of a running job share: the claim's handle and
+    its fields, ``should_stop()`` (W-12), and the note that the handler
+    settled its job itself (W-9). The settle operations are each face's
+    (``HandlerJob`` of ``_threads``, ``AsyncHandlerJob`` of ``_tasks``)."""
 
     __slots__ = ("_entry", "_job")
 
@@ -307,51 +321,11 @@ class HandlerJob:
             self._entry.settled = True
         return ok
 
-    def ack(self, tx: object | None = None) -> bool:
-        return self._settled(self._job.ack(tx))
-
-    def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
-        return self._settled(self._job.retry(error, delay_s, tx))
-
-    def fail(self, error: str, tx: object | None = None) -> bool:
-        return self._settled(self._job.fail(error, tx))
-
-    def release(self) -> bool:
-        return self._settled(self._job.release())
-
-    def heartbeat(self, extend_s: float | None = None) -> bool:
-        ok: bool = self._job.heartbeat(extend_s)
-        return ok
-
     def should_stop(self) -> bool:
         if self._entry.should_stop():
             return True
         inner = getattr(self._job, "should_stop", None)
         return bool(inner()) if callable(inner) else False
-
-
-class AsyncHandlerJob(HandlerJob):
-    """:class:`HandlerJob` of the async store: settle operations are coroutines."""
-
-    __slots__ = ()
-
-    async def ack(self, tx: object | None = None) -> bool:  # type: ignore[override]
-        return self._settled(await self._job.ack(tx))
-
-    async def retry(  # type: ignore[override]
-        self, error: str, delay_s: float | None = None, tx: object | None = None
-    ) -> bool:
-        return self._settled(await self._job.retry(error, delay_s, tx))
-
-    async def fail(self, error: str, tx: object | None = None) -> bool:  # type: ignore[override]
-        return self._settled(await self._job.fail(error, tx))
-
-    async def release(self) -> bool:  # type: ignore[override]
-        return self._settled(await self._job.release())
-
-    async def heartbeat(self, extend_s: float | None = None) -> bool:  # type: ignore[override]
-        ok: bool = await self._job.heartbeat(extend_s)
-        return ok
 
 
 # ------------------------------------------------------------- checks
@@ -429,6 +403,24 @@ def check_settings(
         timeout_s=check_duration("timeout_s", timeout_s, allow_zero=False, allow_none=True),
         flush_s=min(flush, 1.0),
     )
+
+
+def check_face(obj: object, is_async: bool) -> None:
+    """A-7: a worker of one face refuses a store or a queue handle of the
+    other at construction, naming the worker to use. Told without I/O: the
+    async face's claim methods are coroutine functions."""
+    method = getattr(obj, "claim_any", None)
+    kind = "store"
+    if method is None:
+        method, kind = getattr(obj, "claim_batch", None), "queue handle"
+    if method is None or inspect.iscoroutinefunction(method) == is_async:
+        return
+    name = type(obj).__name__
+    if is_async:
+        raise InvalidArgument(
+            f"AsyncWorker needs an async {kind}; for a {name} use alkstore.Worker"
+        )
+    raise InvalidArgument(f"Worker needs a sync {kind}; for an {name} use alkstore.AsyncWorker")
 
 
 def queue_names_of(queue: object) -> list[object] | None:

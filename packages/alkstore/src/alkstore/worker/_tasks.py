@@ -1,11 +1,38 @@
-"""``AsyncWorker``: the worker on the caller's event loop (A-5).
+# Async source of _threads.py (scripts/async_to_sync.py makes it: edit this file).
+# mypy: warn-unreachable=False
+"""``AsyncWorker``: run a handler over queues (SPEC §13, A-5).
 
-For asyncio applications (a FastAPI lifespan, an aiohttp app): coroutine
-handlers run as tasks, at most ``concurrency`` at a time; a plain handler runs
-in a thread pool of that size. The rules are the sync worker's (W-1..W-12,
-``_rules``); heartbeats and group commit run as tasks. Timeouts cancel the
-handler's task. Signals are the application's to handle: call :meth:`stop`
-or set the *stop* event.
+Built only on the :mod:`alkstore.protocols`, so it runs on every engine::
+
+    from alkstore import AsyncWorker, Fail, Retry
+
+    async def send_email(job: AsyncJob) -> None:
+        if not job.payload.get("to"):
+            raise Fail("no recipient")  # dead-letter now
+        if mail_server_busy():
+            raise Retry(delay_s=30)  # try again in 30 s
+        await deliver(job.payload)  # return: ack
+
+    await AsyncWorker(store, "emails", send_email, concurrency=4).run()
+
+One code, two faces (docs/adr/0017): the async worker is written, and the
+sync worker is generated from it by ``scripts/async_to_sync.py``. How each
+runs:
+
+- The sync face claims on the caller's thread as many jobs as there are free
+  slots (W-3); handlers run on ``concurrency`` threads, or, for coroutine
+  functions, as tasks on one event loop the worker owns (W-8); one heartbeat
+  thread keeps every claim alive and times handlers out (W-2, W-11); one
+  flusher thread settles finished jobs in groups, one transaction per flush
+  (W-6). In the main thread, SIGINT and SIGTERM stop it.
+- The async face does the same on the caller's event loop (a FastAPI
+  lifespan, an aiohttp app): coroutine handlers run as tasks, at most
+  ``concurrency`` at a time, a plain handler in a pool of threads of that
+  size; heartbeats and flushes are tasks, and a timeout cancels the
+  handler's task. Signals are the application's: call :meth:`stop` or set
+  the *stop* event.
+
+The rules both faces share are in ``_rules``.
 """
 
 from __future__ import annotations
@@ -15,24 +42,42 @@ import contextlib
 import inspect
 import logging
 import math
+import queue as _queue_mod
+import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from types import FrameType
 from typing import Any
 
+from alkstore._acompat import (
+    ACondition,
+    AEvent,
+    ALock,
+    ASpawned,
+    acond_wait,
+    ajoin,
+    asleep,
+    aspawn,
+    spawn,
+)
 from alkstore.errors import InvalidArgument, StoreClosed, TransientError
 from alkstore.protocols import AsyncJob, AsyncQueue, AsyncRateLimit, AsyncStore
 from alkstore.types import QueueOpts
 
 from . import _hooks
+from ._loop import HandlerLoop, await_result, call_coroutine
 from ._rules import (
     MAX_ERROR_PAUSE_S,
     SLICE_S,
-    AsyncHandlerJob,
+    HandlerJobBase,
     Running,
     Settings,
     StopSignal,
     apply_args,
+    check_face,
     check_settings,
     error_text,
     heartbeat_interval,
@@ -49,19 +94,92 @@ __all__ = ["AsyncHandler", "AsyncWorker"]
 
 log = logging.getLogger("alkstore.worker")
 
-#: A handler of the async worker: a coroutine function, or a plain callable
-#: (run in a thread).
+#: A job handler: called with the claimed job; its return value is ignored. A
+#: coroutine function (or a handler that returns an awaitable) is awaited; on
+#: the async face a plain callable runs in a thread.
 AsyncHandler = Callable[[AsyncJob], Awaitable[object]] | Callable[[AsyncJob], object]
 
+if True:  # ASYNC
+    _IS_ASYNC = True
+    #: What the stop event must be, for the error that says so.
+    _STOP_EVENT = "an asyncio.Event"
+    #: The end of the log line a worker starts with.
+    _STARTED_ON = " (asyncio)"
+    #: On the loop, code between two awaits runs alone: a running job needs
+    #: no lock of its own (and a thread's lock held across an await would
+    #: stall the loop), so every one gets this one, which does nothing.
+    _NO_LOCK = contextlib.nullcontext()
+
+    def _entry_lock() -> AbstractContextManager[Any]:
+        return _NO_LOCK
+
+else:
+    _IS_ASYNC = False
+    _STOP_EVENT = "a threading.Event"
+    _STARTED_ON = ""
+    #: Each running job's lock (``Running.lock``, W-2).
+    _entry_lock = threading.Lock
+    #: The signals that stop ``run`` in the main thread.
+    _SIGNALS: tuple[signal.Signals, ...] = tuple(
+        getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name)
+    )
+
+#: Transient failures of one flush are retried this many times (the claims
+#: are heartbeated meanwhile), then its jobs are left to lapse and rerun.
 _FLUSH_TRIES = 8
 
 
-class AsyncWorker:
-    """Runs *handler* over the jobs of *queue* on the caller's loop (A-5).
+class AsyncHandlerJob(HandlerJobBase):
+    """The job as the handler sees it: the claim's handle, plus
+    ``should_stop()`` (W-12), and settle operations that tell the worker the
+    handler took care of its job (W-9)."""
 
-    The same arguments as :class:`~alkstore.worker.Worker`, over an
-    :class:`~alkstore.protocols.AsyncStore`: ``concurrency`` counts tasks;
-    timeouts cancel the task (W-11).
+    __slots__ = ()
+
+    async def ack(self, tx: object | None = None) -> bool:
+        return self._settled(await self._job.ack(tx))
+
+    async def retry(
+        self, error: str, delay_s: float | None = None, tx: object | None = None
+    ) -> bool:
+        return self._settled(await self._job.retry(error, delay_s, tx))
+
+    async def fail(self, error: str, tx: object | None = None) -> bool:
+        return self._settled(await self._job.fail(error, tx))
+
+    async def release(self) -> bool:
+        return self._settled(await self._job.release())
+
+    async def heartbeat(self, extend_s: float | None = None) -> bool:
+        ok: bool = await self._job.heartbeat(extend_s)
+        return ok
+
+
+class AsyncWorker:
+    """Runs *handler* over the jobs of *queue* (W-1..W-12, A-5).
+
+    *queue* is a queue name (opened with ``store.queue(queue, queue_opts)``),
+    a queue handle (:class:`~alkstore.protocols.AsyncQueue`; then *store* may
+    be ``None``), or a list of names or handles: several queues are served in
+    strict order through ``store.claim_any`` (W-10). *concurrency* handlers
+    run at once. *worker_id* is recorded on every claim; by default
+    ``host:pid:random``. A store or handle of the other face is refused
+    (A-7).
+
+    Keyword options:
+
+    - *heartbeat_every_s*: the heartbeat interval (W-2); by default a third of
+      each job's visibility timeout.
+    - *grace_s* (30): how long a stop waits for running handlers (W-3).
+    - *claim_wait_s* (0.5): how long one blocking claim waits for work; a stop
+      is noticed within that time (W-4).
+    - *timeout_s*: a handler running longer is timed out: its job is retried
+      by the curve with ``last_error = "timeout after T s"`` (W-11); a
+      coroutine handler is cancelled.
+    - *flush_s* (0.005): the longest a finished job waits for its flush (W-6).
+    - *rate_limit*: a limiter of the store; claims take one unit per job (R-1).
+
+    One worker runs one loop at a time (``run`` or ``run_until_empty``).
     """
 
     #: Whether a slot stays taken until its job's outcome commits (the outbox:
@@ -97,6 +215,7 @@ class AsyncWorker:
         )
         if store is not None and not hasattr(store, "transaction"):
             raise InvalidArgument(f"store must be an alkstore store, not {type(store).__name__}")
+        check_face(store, _IS_ASYNC)
         self._store = store
         names = queue_names_of(queue)
         if names is not None and len(names) > 1:
@@ -113,10 +232,16 @@ class AsyncWorker:
             one = names[0] if names is not None else queue
             self._queues = [_one_queue(store, one, queue_opts)]
             self._many = False
+        for handle in self._queues:
+            check_face(handle, _IS_ASYNC)
         self._handler = handler
         self._is_async = is_coroutine_handler(handler)
         self._rate_limit = rate_limit
-        self._stop: asyncio.Event | None = None
+        if True:  # ASYNC
+            self._stop: AEvent | None = None  # one per run: an asyncio.Event is its loop's
+        else:
+            self._stop = AEvent()
+        self._running_lock = threading.Lock()
         self._running = False
 
     def __repr__(self) -> str:
@@ -128,10 +253,12 @@ class AsyncWorker:
 
     @property
     def queue(self) -> AsyncQueue:
+        """The (first) queue handle the worker claims from."""
         return self._queues[0]
 
     @property
     def queues(self) -> list[AsyncQueue]:
+        """Every queue the worker serves, in claim order (W-10)."""
         return list(self._queues)
 
     @property
@@ -143,9 +270,15 @@ class AsyncWorker:
         return self._settings.concurrency
 
     def stop(self) -> None:
-        """Ask a running :meth:`run` to stop gracefully (W-3); from the loop."""
-        if self._stop is not None:
+        """Ask a running :meth:`run` to stop gracefully (W-3): on the sync face
+        from any thread or a signal handler, on the async face from the loop."""
+        if True:  # ASYNC
+            if self._stop is not None:
+                self._stop.set()
+        else:
             self._stop.set()
+
+    # --------------------------------------------------------------- claims
 
     async def _claim(self, n: int, wait_s: float) -> list[AsyncJob]:
         extra: dict[str, Any] = {}
@@ -156,76 +289,160 @@ class AsyncWorker:
             return await self._store.claim_any(self._queues, self.worker_id, n, wait_s, **extra)
         return await self._queues[0].claim_batch(self.worker_id, n, wait_s, **extra)
 
-    async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Claim and handle jobs until *stop* is set or :meth:`stop` is called."""
-        if stop is not None and not isinstance(stop, asyncio.Event):
-            raise InvalidArgument(f"stop must be an asyncio.Event, not {type(stop).__name__}")
-        external = stop if stop is not None else asyncio.Event()
-        self._stop = asyncio.Event()
-        mine = self._stop
+    # --------------------------------------------------------------- loops
+
+    async def run(self, stop: AEvent | None = None) -> None:
+        """Claim and handle jobs until *stop* is set, :meth:`stop` is called,
+        or, on the sync face in the main thread, SIGINT or SIGTERM arrives
+        (W-1..W-12).
+
+        On stop: no new claims (jobs a last claim brought in are released,
+        Q-26); running handlers get ``grace_s`` to finish and their outcomes
+        are flushed. A second signal skips what is left of the grace period.
+        Database failures while claiming are logged and retried with a growing
+        pause; a closed store ends the loop with
+        :class:`~alkstore.errors.StoreClosed`.
+        """
+        if stop is not None and not isinstance(stop, AEvent):
+            raise InvalidArgument(f"stop must be {_STOP_EVENT}, not {type(stop).__name__}")
+        external = stop if stop is not None else AEvent()
+        force = AEvent()
+        if True:  # ASYNC
+            self._stop = mine = AEvent()
+        else:
+            mine = self._stop
 
         def stopping() -> bool:
             return external.is_set() or mine.is_set()
 
         async with self._session() as session:
             session.watch_stop(external, mine)
-            log.info(
-                "worker %s: started on %s with concurrency %d (asyncio)",
-                self.worker_id,
-                ", ".join(repr(q.name) for q in self._queues),
-                self.concurrency,
-            )
-            pause = 0.0
-            while not stopping():
-                free = await session.wait_for_free_slot(stopping)
-                if free == 0 or stopping():
-                    continue
-                try:
-                    jobs = await self._claim(free, self._settings.claim_wait_s)
-                except StoreClosed:
-                    log.error("worker %s: the store was closed; stopping", self.worker_id)
-                    raise
-                except Exception as exc:
-                    pause = min(max(pause * 2, 0.1), MAX_ERROR_PAUSE_S)
-                    log.error(
-                        "worker %s: claiming failed (%s); retrying in %.1f s",
-                        self.worker_id,
-                        error_text(exc),
-                        pause,
-                    )
-                    await _sleep_unless(stopping, pause)
-                    continue
+            restore = self._install_signals(force)
+            try:
+                log.info(
+                    "worker %s: started on %s with concurrency %d%s",
+                    self.worker_id,
+                    ", ".join(repr(q.name) for q in self._queues),
+                    self.concurrency,
+                    _STARTED_ON,
+                )
                 pause = 0.0
-                if stopping():
-                    await session.give_back(jobs)
-                    break
-                for job in jobs:
-                    session.start(job)
-            await session.drain(self._settings.grace_s)
+                while not stopping():
+                    free = await session.wait_for_free_slot(stopping)
+                    if free == 0 or stopping():
+                        continue
+                    try:
+                        jobs = await self._claim(free, self._settings.claim_wait_s)
+                    except StoreClosed:
+                        log.error("worker %s: the store was closed; stopping", self.worker_id)
+                        raise
+                    except Exception as exc:
+                        pause = min(max(pause * 2, 0.1), MAX_ERROR_PAUSE_S)
+                        log.error(
+                            "worker %s: claiming failed (%s); retrying in %.1f s",
+                            self.worker_id,
+                            error_text(exc),
+                            pause,
+                        )
+                        await _wait_unless(stopping, pause)
+                        continue
+                    pause = 0.0
+                    if stopping():
+                        await session.give_back(jobs)  # Q-26: never started, attempt not counted
+                        break
+                    for job in jobs:
+                        await session.start(job)
+                log.info(
+                    "worker %s: stopping; %d handler(s) running, grace %.1f s",
+                    self.worker_id,
+                    session.in_flight,
+                    self._settings.grace_s,
+                )
+                await session.drain(self._settings.grace_s, force)
+            finally:
+                restore()
+                mine.clear()
         log.info("worker %s: stopped after %d job(s)", self.worker_id, session.finished)
 
     async def run_until_empty(self) -> int:
-        """Handle every job claimable now, retries included; return how many ran."""
+        """Handle every job claimable now, including retries that become
+        claimable while it runs, and return how many handler calls ran.
+
+        Returns once no job is claimable, no handler is running and every
+        outcome committed. Unlike :meth:`run`, a database failure is raised
+        (after the running handlers finished) rather than retried.
+        """
         async with self._session() as session:
             while True:
                 free = await session.wait_for_free_slot(lambda: False)
                 seen = session.changes
                 jobs = await self._claim(free, 0)
                 for job in jobs:
-                    session.start(job)
+                    await session.start(job)
                 if jobs:
                     continue
                 if session.idle and session.changes == seen:
                     break
+                # Nothing claimable now, but a running or flushing job may be
+                # retried with no delay: look again when something changes.
                 await session.wait_for_change(seen)
-            await session.drain(math.inf)
+            await session.drain(math.inf, AEvent())
         return session.finished
 
-    def _session(self) -> _TaskSession:
-        if self._running:
-            raise RuntimeError("this AsyncWorker is already running")
-        self._running = True
-        return _TaskSession(self)
+    # ------------------------------------------------------------- helpers
+
+    def _session(self) -> _Session:
+        with self._running_lock:
+            if self._running:
+                raise RuntimeError("this AsyncWorker is already running")
+            self._running = True
+        return _Session(self)
+
+    def _release(self) -> None:
+        with self._running_lock:
+            self._running = False
+
+    if True:  # ASYNC
+
+        def _install_signals(self, force: AEvent) -> Callable[[], None]:
+            """Signals are the application's to handle on its loop: none here."""
+            return _nothing
+
+    else:
+
+        def _install_signals(self, force: AEvent) -> Callable[[], None]:
+            """SIGINT/SIGTERM stop the loop; a second one skips the grace period.
+            Only possible in the main thread; returns the undo."""
+            if threading.current_thread() is not threading.main_thread():
+                return _nothing
+            previous: dict[signal.Signals, Any] = {}
+
+            def on_signal(signum: int, frame: FrameType | None) -> None:
+                name = signal.Signals(signum).name
+                if self._stop.is_set():
+                    log.warning(
+                        "worker %s: %s again; not waiting for handlers", self.worker_id, name
+                    )
+                    force.set()
+                else:
+                    log.info("worker %s: %s received; stopping", self.worker_id, name)
+                    self._stop.set()
+
+            try:
+                for sig in _SIGNALS:
+                    previous[sig] = signal.signal(sig, on_signal)
+            except (ValueError, OSError):  # pragma: no cover - e.g. embedded interpreters
+                log.debug("worker %s: cannot install signal handlers", self.worker_id)
+
+            def restore() -> None:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+            return restore
+
+
+def _nothing() -> None:
+    pass
 
 
 def _one_queue(store: AsyncStore | None, queue: object, opts: QueueOpts | None) -> AsyncQueue:
@@ -244,17 +461,23 @@ def _one_queue(store: AsyncStore | None, queue: object, opts: QueueOpts | None) 
     return handle
 
 
-async def _sleep_unless(stopping: Callable[[], bool], seconds: float) -> None:
+async def _wait_unless(stopping: Callable[[], bool], seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not stopping():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return
-        await asyncio.sleep(min(remaining, SLICE_S))
+        await asleep(min(remaining, SLICE_S))
 
 
-class _TaskSession:
-    """The tasks of one ``run`` / ``run_until_empty`` of an AsyncWorker."""
+class _Session:
+    """The helpers of one ``run`` / ``run_until_empty``.
+
+    On the sync face they are daemon threads, so that a handler stuck past
+    the grace period cannot keep the process alive after ``run`` returned:
+    its claim lapses and the job is reclaimed (W-3). On the async face they
+    are tasks of the caller's loop.
+    """
 
     def __init__(self, worker: AsyncWorker) -> None:
         self._w = worker
@@ -263,46 +486,68 @@ class _TaskSession:
         self._store = worker._store
         self._hold = worker._hold_slots
         self._stopping = StopSignal()  # what should_stop sees (W-12)
-        self._cond = asyncio.Condition()
-        self._in_flight = 0
-        self._unsettled = 0
+        # One lock, three conditions, so that each change wakes only the
+        # helpers it concerns: the claim loop and the drains (slots, changes),
+        # the flusher (outcomes to settle), the heartbeats (a claim due sooner
+        # than they sleep). One condition for all woke every thread of the
+        # session for every job, and on 2 cores that cost more CPU than the
+        # claim and ack themselves.
+        lock = ALock()
+        self._cond = ACondition(lock)
+        self._flush_cond = ACondition(lock)
+        self._beat_cond = ACondition(lock)
+        self._beat_wake = 0.0  # when the heartbeats wake next (monotonic)
+        # The counters change under the lock; each read of one needs none.
+        self._in_flight = 0  # handlers running: the slots in use
+        self._unsettled = 0  # started jobs whose fate is not final yet
         self._finished = 0
         self._changes = 0
-        self._active: dict[int, Running] = {}
-        self._pending: list[Running] = []
+        self._active: dict[int, Running] = {}  # id(entry) -> entry, for heartbeats
+        self._pending: list[Running] = []  # outcomes waiting for a flush
         self._flushing = False
         self._closing = False
-        self._helpers: list[asyncio.Task[None]] = []
-        self._pool: ThreadPoolExecutor | None = None
+        self._helpers: list[ASpawned] = []
+        if True:  # ASYNC
+            self._pool: ThreadPoolExecutor | None = None  # a plain handler's threads
+        else:
+            self._work: _queue_mod.SimpleQueue[Running | None] = _queue_mod.SimpleQueue()
+            self._threads: list[threading.Thread] = []
+            self._loop: HandlerLoop | None = None
 
-    async def __aenter__(self) -> _TaskSession:
-        if not self._w._is_async:
-            self._pool = ThreadPoolExecutor(
-                max_workers=self._s.concurrency, thread_name_prefix="alkstore-worker"
-            )
-        self._helpers = [
-            asyncio.ensure_future(self._heartbeat_loop()),
-            asyncio.ensure_future(self._flush_loop()),
-        ]
+    async def __aenter__(self) -> _Session:
+        try:
+            if True:  # ASYNC
+                if not self._w._is_async:
+                    self._pool = ThreadPoolExecutor(
+                        max_workers=self._s.concurrency, thread_name_prefix="alkstore-worker"
+                    )
+            else:
+                if self._w._is_async:
+                    self._loop = HandlerLoop()
+                else:
+                    for i in range(self._s.concurrency):
+                        self._threads.append(spawn(self._thread_loop, f"alkstore-worker-{i}"))
+            self._helpers.append(aspawn(self._heartbeat_loop, f"alkstore-hb-{self._wid}"))
+            self._helpers.append(aspawn(self._flush_loop, f"alkstore-flush-{self._wid}"))
+        except BaseException:
+            await self._shutdown()
+            raise
         return self
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         try:
             if exc is not None and self._in_flight:
-                await self.drain(self._s.grace_s)
+                # Interrupted (KeyboardInterrupt, a failed claim): give running
+                # handlers the grace period rather than dropping them.
+                await self.drain(self._s.grace_s, AEvent())
         finally:
-            self._stopping.set()
-            async with self._cond:
-                self._closing = True
-                self._cond.notify_all()
-            for helper in self._helpers:
-                try:
-                    await asyncio.wait_for(helper, 10)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
-                    helper.cancel()
-            if self._pool is not None:
-                self._pool.shutdown(wait=False)
-            self._w._running = False
+            await self._shutdown()
+
+    # ------------------------------------------------------------ counters
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
 
     @property
     def finished(self) -> int:
@@ -314,28 +559,34 @@ class _TaskSession:
 
     @property
     def idle(self) -> bool:
+        """No handler running and no outcome waiting for or inside a flush.
+        (Both counts only fall unless the claim loop, the one that reads
+        this, starts a job: two reads without the lock see a true state.)"""
         return self._unsettled == 0 and self._in_flight == 0
 
     def _changed(self) -> None:
+        # Under the lock.
         self._changes += 1
         self._cond.notify_all()
 
     async def wait_for_free_slot(self, stopping: Callable[[], bool]) -> int:
+        """The number of free slots, waiting while there are none; 0 when
+        *stopping* turned true meanwhile."""
         async with self._cond:
             while self._in_flight >= self._s.concurrency:
                 if stopping():
                     return 0
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._cond.wait(), SLICE_S)
+                await acond_wait(self._cond, SLICE_S)
             return self._s.concurrency - self._in_flight
 
     async def wait_for_change(self, seen: int) -> None:
         async with self._cond:
             while self._changes == seen and (self._in_flight or self._unsettled):
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._cond.wait(), SLICE_S)
+                await acond_wait(self._cond, SLICE_S)
 
-    def watch_stop(self, *requests: asyncio.Event) -> None:
+    # --------------------------------------------------------------- start
+
+    def watch_stop(self, *requests: AEvent) -> None:
         """W-12: handlers see these stop requests at once through ``should_stop``."""
         self._stopping.watch(*requests)
 
@@ -343,56 +594,111 @@ class _TaskSession:
         for job in jobs:
             try:
                 await job.release()
-            except Exception as exc:
+            except Exception as exc:  # it lapses as usual
                 log.warning("worker %s: could not release job %s: %s", self._wid, job.id, exc)
 
-    def start(self, job: AsyncJob) -> None:
-        entry = Running(job, heartbeat_interval(job, self._s.heartbeat_every_s), self._stopping)
+    async def start(self, job: AsyncJob) -> None:
+        """Hand a claimed job to a free slot now (W-3) and start its heartbeats (W-2)."""
+        interval_s = heartbeat_interval(job, self._s.heartbeat_every_s)
+        entry = Running(job, interval_s, self._stopping, _entry_lock())
         entry.view = AsyncHandlerJob(job, entry)
         _hooks.claimed(job)
-        self._in_flight += 1
-        self._unsettled += 1
-        self._active[id(entry)] = entry
-        entry.task = asyncio.ensure_future(self._run_one(entry))
+        timeout_s = self._s.timeout_s
+        async with self._cond:
+            self._in_flight += 1
+            self._unsettled += 1
+            self._active[id(entry)] = entry
+            due = (
+                entry.next_beat
+                if timeout_s is None
+                else min(entry.next_beat, entry.started + timeout_s)
+            )
+            if due < self._beat_wake:
+                self._beat_cond.notify()
+        if True:  # ASYNC
+            entry.task = asyncio.ensure_future(self._run_one(entry))
+        else:
+            if self._loop is not None:
+                handler = self._w._handler
+                entry.task = self._loop.submit(call_coroutine(handler, entry, self._handler_ended))
+            else:
+                self._work.put(entry)
 
-    async def _run_one(self, entry: Running) -> None:
-        outcome: BaseException | None = None
-        try:
-            with _hooks.handler_span(entry.job):
-                if self._pool is not None:
-                    loop = asyncio.get_running_loop()
-                    result = await loop.run_in_executor(self._pool, self._w._handler, entry.view)
-                else:
-                    result = self._w._handler(entry.view)
-                if inspect.isawaitable(result):
-                    await result
-        except BaseException as exc:  # CancelledError: a timeout or the end of the grace
-            outcome = exc
-        await self._handler_ended(entry, outcome)
+    # ------------------------------------------------------- handler side
+
+    if True:  # ASYNC
+
+        async def _run_one(self, entry: Running) -> None:
+            """One handler's task: a coroutine handler is awaited here, a plain
+            one runs in the pool (A-5)."""
+            outcome: BaseException | None = None
+            try:
+                with _hooks.handler_span(entry.job):
+                    if self._pool is not None:
+                        loop = asyncio.get_running_loop()
+                        result = await loop.run_in_executor(
+                            self._pool, self._w._handler, entry.view
+                        )
+                    else:
+                        result = self._w._handler(entry.view)
+                    if inspect.isawaitable(result):
+                        await result
+            except BaseException as exc:  # CancelledError: a timeout or the end of the grace
+                outcome = exc
+            await self._handler_ended(entry, outcome)
+
+    else:
+
+        def _thread_loop(self) -> None:
+            while True:
+                entry = self._work.get()
+                if entry is None:
+                    return
+                outcome: BaseException | None = None
+                try:
+                    with _hooks.handler_span(entry.job):
+                        result = self._w._handler(entry.view)
+                        if inspect.isawaitable(result):
+                            # W-8: a handler that returns an awaitable is awaited.
+                            entry.task = self._loop_for_awaitables().submit(await_result(result))
+                            entry.task.result()
+                except BaseException as exc:
+                    outcome = exc
+                self._handler_ended(entry, outcome)
+
+        def _loop_for_awaitables(self) -> HandlerLoop:
+            with self._cond:
+                if self._loop is None:
+                    self._loop = HandlerLoop()
+                return self._loop
 
     async def _handler_ended(self, entry: Running, exc: BaseException | None) -> None:
+        """The handler returned or raised: its slot frees now; its outcome waits
+        for the next flush, heartbeated until it commits (W-6)."""
         settle_now = False
-        entry.handled = True
-        entry.ran_s = time.monotonic() - entry.started
-        if entry.abandoned:
-            log_dropped(self._wid, entry, "after the grace period; it will be reclaimed")
-            settle_now = True
-        elif entry.timed_out:
-            log.debug("worker %s: %s ended after its timeout", self._wid, entry.ref())
-        elif entry.settled:
-            settle_now = True
-        elif entry.lost:
-            log_dropped(self._wid, entry, "its claim was lost (heartbeat refused)")
-            _hooks.finished(entry.job, "lost", entry.ran_s)
-            settle_now = True
-        else:
-            job = entry.job
-            entry.done = True
-            entry.outcome = outcome_of(exc, job.attempts, job.max_attempts)
+        with entry.lock:
+            entry.handled = True
+            entry.ran_s = time.monotonic() - entry.started
+            if entry.abandoned:
+                log_dropped(self._wid, entry, "after the grace period; it will be reclaimed")
+                settle_now = True
+            elif entry.timed_out:
+                log.debug("worker %s: %s ended after its timeout", self._wid, entry.ref())
+            elif entry.settled:
+                settle_now = True  # W-9: the handler settled its job itself
+            elif entry.lost:
+                log_dropped(self._wid, entry, "its claim was lost (heartbeat refused)")
+                _hooks.finished(entry.job, "lost", entry.ran_s)
+                settle_now = True
+            else:
+                job = entry.job
+                entry.done = True
+                entry.outcome = outcome_of(exc, job.attempts, job.max_attempts)
         async with self._cond:
             self._finished += 1
             if entry.outcome is not None and not entry.timed_out:
                 self._pending.append(entry)
+                self._flush_cond.notify()
                 if not self._hold:
                     self._free_slot(entry)
             else:
@@ -401,31 +707,32 @@ class _TaskSession:
                 self._free_slot(entry)
             self._changed()
 
-    def _is_closing(self) -> bool:
-        return self._closing
-
     def _settle(self, entry: Running) -> None:
+        # Under the lock: the entry's fate is final.
         self._active.pop(id(entry), None)
         self._unsettled -= 1
         if entry.handled:
             self._free_slot(entry)
 
     def _free_slot(self, entry: Running) -> None:
-        # W-6: a slot frees when its handler returns; a worker that holds
-        # slots until the commit (the outbox) frees it then.
+        # Under the lock. W-6: a slot frees when its handler returns; a
+        # worker that holds slots until the commit (the outbox) frees it then.
         if entry.slot:
             entry.slot = False
             self._in_flight -= 1
 
+    # ---------------------------------------------------------- flushes
+
     async def _flush_loop(self) -> None:
+        """W-6: whatever finished while a flush was in flight goes out together
+        in the next one; a flush starts at once when none is in flight."""
         while True:
             async with self._cond:
                 while not self._pending and not self._closing:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        # Woken by each outcome; the timeout is only a bound,
-                        # and an idle worker does not poll (W-4).
-                        bound = self._s.flush_s if self._in_flight else SLICE_S
-                        await asyncio.wait_for(self._cond.wait(), bound)
+                    # Woken by each outcome; the timeout is only a bound, and
+                    # an idle worker does not poll (W-4).
+                    bound = self._s.flush_s if self._in_flight else SLICE_S
+                    await acond_wait(self._flush_cond, bound)
                 if not self._pending:
                     return
                 batch, self._pending = self._pending, []
@@ -442,12 +749,13 @@ class _TaskSession:
     async def _flush(self, batch: list[Running]) -> None:
         live = []
         for entry in batch:
-            if entry.lost or entry.abandoned:
-                log_dropped(self._wid, entry, "its claim was lost before the flush")
-                _hooks.finished(entry.job, "lost", None)
-                continue
-            entry.flushing = True
-            live.append(entry)
+            with entry.lock:  # after a heartbeat in progress: a refusal wins (W-2)
+                if entry.lost or entry.abandoned:
+                    log_dropped(self._wid, entry, "its claim was lost before the flush")
+                    _hooks.finished(entry.job, "lost", None)
+                    continue
+                entry.flushing = True
+                live.append(entry)
         if not live:
             return
         results: list[bool] | None = None
@@ -457,9 +765,12 @@ class _TaskSession:
                 break
             except TransientError as exc:
                 log.warning(
-                    "worker %s: settling %d job(s) failed (%s); retrying", self._wid, len(live), exc
+                    "worker %s: settling %d job(s) failed (%s); retrying",
+                    self._wid,
+                    len(live),
+                    exc,
                 )
-                await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
+                await asleep(min(0.05 * 2**attempt, 2.0))
             except Exception as exc:
                 log.error(
                     "worker %s: settling %d job(s) failed (%s); their claims will lapse "
@@ -481,6 +792,8 @@ class _TaskSession:
             )
 
     async def _commit(self, live: list[Running]) -> list[bool]:
+        """One transaction for the whole group (W-6): the acks of the store's
+        own handles in one ``ack_each``, every other outcome beside them."""
         store = self._store
         batch, rest = split_flush(live) if store is not None else ([], live)
         landed: dict[int, bool] = {}
@@ -503,18 +816,25 @@ class _TaskSession:
                 landed[id(entry)] = bool(await getattr(entry.job, op)(*args))
         return [landed[id(e)] for e in live]
 
-    async def drain(self, grace_s: float) -> None:
+    # --------------------------------------------------------- stopping
+
+    async def drain(self, grace_s: float, force: AEvent) -> None:
+        """Wait up to *grace_s* for running handlers and their flushes; leave
+        the rest to lapse (W-3). *force* set skips what is left of the wait."""
         self._stopping.set()
         deadline = time.monotonic() + grace_s
         async with self._cond:
-            while self._in_flight:
+            while self._in_flight and not force.is_set():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._cond.wait(), min(remaining, SLICE_S))
-        for entry in [e for e in self._active.values() if not e.handled]:
-            entry.abandoned = True
+                await acond_wait(self._cond, min(remaining, SLICE_S))
+            left = [e for e in self._active.values() if not e.handled]
+        for entry in left:
+            with entry.lock:
+                if entry.handled:
+                    continue
+                entry.abandoned = True
             if entry.task is not None:
                 entry.task.cancel()
             log.warning(
@@ -523,70 +843,110 @@ class _TaskSession:
                 self._wid,
                 entry.ref(),
             )
+        # Outcomes already in hand are flushed before the worker returns.
         async with self._cond:
-            while self._pending or self._flushing:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._cond.wait(), SLICE_S)
+            while (self._pending or self._flushing) and not force.is_set():
+                await acond_wait(self._cond, SLICE_S)
+
+    async def _shutdown(self) -> None:
+        self._stopping.set()
+        if True:  # ASYNC
+            pass
+        else:
+            for _ in self._threads:
+                self._work.put(None)
+        async with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            self._flush_cond.notify_all()
+            self._beat_cond.notify_all()
+        try:
+            for helper in self._helpers:
+                await ajoin(helper, 10)
+        finally:
+            if True:  # ASYNC
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)
+            else:
+                if self._loop is not None:
+                    self._loop.stop()
+            self._w._release()
+
+    # -------------------------------------------------------- heartbeats
 
     async def _heartbeat_loop(self) -> None:
+        """W-2: extend every claim when its interval comes round; W-11: time
+        out handlers that run too long."""
         timeout_s = self._s.timeout_s
         while True:
-            if self._is_closing():
-                return
-            now = time.monotonic()
-            entries = list(self._active.values())
-            for entry in entries:
-                if (
-                    timeout_s is not None
-                    and not entry.handled
-                    and not entry.timed_out
-                    and now - entry.started >= timeout_s
-                ):
-                    await self._time_out(entry, timeout_s)
-                elif entry.beating and entry.next_beat <= now:
-                    await self._beat(entry)
-            soonest = min((e.next_beat for e in entries if e.beating), default=now + 1)
-            if timeout_s is not None:
-                soonest = min(
-                    soonest, *(e.started + timeout_s for e in entries if not e.handled), now + 1
-                )
             async with self._cond:
-                if self._is_closing():
-                    return
-                with contextlib.suppress(asyncio.TimeoutError):
-                    wait = max(min(soonest - time.monotonic(), SLICE_S * 4), 0.001)
-                    await asyncio.wait_for(self._cond.wait(), wait)
+                while True:
+                    if self._closing:
+                        return
+                    now = time.monotonic()
+                    entries = list(self._active.values())
+                    due = [e for e in entries if e.beating and e.next_beat <= now]
+                    late = []
+                    if timeout_s is not None:
+                        late = [
+                            e
+                            for e in entries
+                            if not e.handled and not e.timed_out and now - e.started >= timeout_s
+                        ]
+                    if due or late:
+                        break
+                    soonest = min((e.next_beat for e in entries if e.beating), default=now + 1)
+                    if timeout_s is not None:
+                        soonest = min(
+                            soonest,
+                            *(e.started + timeout_s for e in entries if not e.handled),
+                            now + 1,
+                        )
+                    wait_s = max(min(soonest - now, SLICE_S * 4), 0.001)
+                    self._beat_wake = now + wait_s
+                    await acond_wait(self._beat_cond, wait_s)
+            for entry in late:
+                await self._time_out(entry)
+            for entry in due:
+                await self._beat(entry)
 
-    async def _time_out(self, entry: Running, timeout_s: float) -> None:
-        if entry.handled or entry.timed_out or entry.abandoned or entry.settled:
-            return
-        entry.timed_out = True
-        job = entry.job
-        entry.outcome = timeout_outcome(timeout_s, job.attempts, job.max_attempts)
+    async def _time_out(self, entry: Running) -> None:
+        timeout_s = self._s.timeout_s
+        assert timeout_s is not None
+        with entry.lock:
+            if entry.handled or entry.timed_out or entry.abandoned or entry.settled:
+                return
+            entry.timed_out = True
+            job = entry.job
+            entry.outcome = timeout_outcome(timeout_s, job.attempts, job.max_attempts)
         if entry.task is not None:
-            entry.task.cancel()
+            entry.task.cancel()  # a coroutine handler is cancelled; a thread keeps its slot
         async with self._cond:
             self._pending.append(entry)
-            self._cond.notify_all()
+            self._flush_cond.notify()
 
     async def _beat(self, entry: Running) -> None:
         job = entry.job
-        try:
-            extended = await job.heartbeat()
-        except Exception as exc:
-            entry.next_beat = time.monotonic() + entry.interval_s / 2
-            log.error(
-                "worker %s: heartbeat of %s failed (%s); retrying",
-                self._wid,
-                entry.ref(),
-                error_text(exc),
-            )
-            return
-        if extended:
-            entry.next_beat = time.monotonic() + entry.interval_s
-            return
-        if not entry.beat_refused():
-            return
+        with entry.lock:
+            if not entry.beating:
+                return
+            try:
+                extended = await job.heartbeat()
+            except Exception as exc:
+                # The claim may still be valid: try again soon, inside the margin.
+                entry.next_beat = time.monotonic() + entry.interval_s / 2
+                log.error(
+                    "worker %s: heartbeat of %s failed (%s); retrying",
+                    self._wid,
+                    entry.ref(),
+                    error_text(exc),
+                )
+                return
+            if extended:
+                entry.next_beat = time.monotonic() + entry.interval_s
+                return
+            if not entry.beat_refused():
+                return
         log.warning(
             "worker %s: heartbeat of %s was refused (the claim lapsed or the job was "
             "cancelled); its handler's result will be dropped",

@@ -1,30 +1,41 @@
-"""``Worker``: run a handler over queues with a pool of threads (SPEC §13).
+# Generated from _tasks.py by scripts/async_to_sync.py: edit that file, not this one.
+"""``Worker``: run a handler over queues (SPEC §13, A-5).
 
 Built only on the :mod:`alkstore.protocols`, so it runs on every engine::
 
-    from alkstore import Fail, Retry, Worker
+    from alkstore import Worker, Fail, Retry
 
     def send_email(job: Job) -> None:
         if not job.payload.get("to"):
-            raise Fail("no recipient")          # dead-letter now
+            raise Fail("no recipient")  # dead-letter now
         if mail_server_busy():
-            raise Retry(delay_s=30)             # try again in 30 s
-        deliver(job.payload)                    # return: ack
+            raise Retry(delay_s=30)  # try again in 30 s
+        deliver(job.payload)  # return: ack
 
     Worker(store, "emails", send_email, concurrency=4).run()
 
-How it runs: one thread claims as many jobs as there are free slots (W-3);
-handlers run on ``concurrency`` threads, or, for ``async def`` handlers, as
-tasks on one event loop the worker owns (W-8); one heartbeat thread keeps
-every claim alive and times handlers out (W-2, W-11); one flusher thread
-settles finished jobs in groups, one transaction per flush (W-6). The rules
-shared with :class:`~alkstore.worker.AsyncWorker` are in ``_rules``.
+One code, two faces (docs/adr/0017): the async worker is written, and the
+sync worker is generated from it by ``scripts/async_to_sync.py``. How each
+runs:
+
+- The sync face claims on the caller's thread as many jobs as there are free
+  slots (W-3); handlers run on ``concurrency`` threads, or, for coroutine
+  functions, as tasks on one event loop the worker owns (W-8); one heartbeat
+  thread keeps every claim alive and times handlers out (W-2, W-11); one
+  flusher thread settles finished jobs in groups, one transaction per flush
+  (W-6). In the main thread, SIGINT and SIGTERM stop it.
+- The async face does the same on the caller's event loop (a FastAPI
+  lifespan, an aiohttp app): coroutine handlers run as tasks, at most
+  ``concurrency`` at a time, a plain handler in a pool of threads of that
+  size; heartbeats and flushes are tasks, and a timeout cancels the
+  handler's task. Signals are the application's: call :meth:`stop` or set
+  the *stop* event.
+
+The rules both faces share are in ``_rules``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import inspect
 import logging
 import math
@@ -32,23 +43,26 @@ import queue as _queue_mod
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
 from typing import Any
 
+from alkstore._acompat import Condition, Event, Lock, Spawned, cond_wait, join, sleep, spawn
 from alkstore.errors import InvalidArgument, StoreClosed, TransientError
 from alkstore.protocols import Job, Queue, RateLimit, Store
 from alkstore.types import QueueOpts
 
 from . import _hooks
+from ._loop import HandlerLoop, await_result, call_coroutine
 from ._rules import (
     MAX_ERROR_PAUSE_S,
     SLICE_S,
-    HandlerJob,
+    HandlerJobBase,
     Running,
     Settings,
     StopSignal,
     apply_args,
+    check_face,
     check_settings,
     error_text,
     heartbeat_interval,
@@ -65,27 +79,60 @@ __all__ = ["Handler", "Worker"]
 
 log = logging.getLogger("alkstore.worker")
 
-#: A job handler: called with the claimed job; its return value is ignored.
-#: An ``async def`` handler (or one that returns an awaitable) is awaited.
-Handler = Callable[[Job], object]
+#: A job handler: called with the claimed job; its return value is ignored. A
+#: coroutine function (or a handler that returns an awaitable) is awaited; on
+#: the async face a plain callable runs in a thread.
+Handler = Callable[[Job], Awaitable[object]] | Callable[[Job], object]
 
+_IS_ASYNC = False
+_STOP_EVENT = "a threading.Event"
+_STARTED_ON = ""
+#: Each running job's lock (``Running.lock``, W-2).
+_entry_lock = threading.Lock
 #: The signals that stop ``run`` in the main thread.
 _SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name)
 )
+
 #: Transient failures of one flush are retried this many times (the claims
 #: are heartbeated meanwhile), then its jobs are left to lapse and rerun.
 _FLUSH_TRIES = 8
 
 
+class HandlerJob(HandlerJobBase):
+    """The job as the handler sees it: the claim's handle, plus
+    ``should_stop()`` (W-12), and settle operations that tell the worker the
+    handler took care of its job (W-9)."""
+
+    __slots__ = ()
+
+    def ack(self, tx: object | None = None) -> bool:
+        return self._settled(self._job.ack(tx))
+
+    def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
+        return self._settled(self._job.retry(error, delay_s, tx))
+
+    def fail(self, error: str, tx: object | None = None) -> bool:
+        return self._settled(self._job.fail(error, tx))
+
+    def release(self) -> bool:
+        return self._settled(self._job.release())
+
+    def heartbeat(self, extend_s: float | None = None) -> bool:
+        ok: bool = self._job.heartbeat(extend_s)
+        return ok
+
+
 class Worker:
-    """Runs *handler* over the jobs of *queue* (W-1..W-12).
+    """Runs *handler* over the jobs of *queue* (W-1..W-12, A-5).
 
     *queue* is a queue name (opened with ``store.queue(queue, queue_opts)``),
-    a :class:`~alkstore.protocols.Queue` handle (then *store* may be
-    ``None``), or a list of names or handles: several queues are served in
-    strict order through ``store.claim_any`` (W-10). *worker_id* is recorded
-    on every claim; by default ``host:pid:random``.
+    a queue handle (:class:`~alkstore.protocols.Queue`; then *store* may
+    be ``None``), or a list of names or handles: several queues are served in
+    strict order through ``store.claim_any`` (W-10). *concurrency* handlers
+    run at once. *worker_id* is recorded on every claim; by default
+    ``host:pid:random``. A store or handle of the other face is refused
+    (A-7).
 
     Keyword options:
 
@@ -95,12 +142,12 @@ class Worker:
     - *claim_wait_s* (0.5): how long one blocking claim waits for work; a stop
       is noticed within that time (W-4).
     - *timeout_s*: a handler running longer is timed out: its job is retried
-      by the curve with ``last_error = "timeout after T s"`` (W-11).
+      by the curve with ``last_error = "timeout after T s"`` (W-11); a
+      coroutine handler is cancelled.
     - *flush_s* (0.005): the longest a finished job waits for its flush (W-6).
     - *rate_limit*: a limiter of the store; claims take one unit per job (R-1).
 
-    One ``Worker`` runs one loop at a time (``run`` or ``run_until_empty``);
-    :meth:`stop` may be called from any thread or a signal handler.
+    One worker runs one loop at a time (``run`` or ``run_until_empty``).
     """
 
     #: Whether a slot stays taken until its job's outcome commits (the outbox:
@@ -136,6 +183,7 @@ class Worker:
         )
         if store is not None and not hasattr(store, "transaction"):
             raise InvalidArgument(f"store must be an alkstore store, not {type(store).__name__}")
+        check_face(store, _IS_ASYNC)
         self._store = store
         names = queue_names_of(queue)
         if names is not None and len(names) > 1:
@@ -152,10 +200,12 @@ class Worker:
             one = names[0] if names is not None else queue
             self._queues = [_one_queue(store, one, queue_opts)]
             self._many = False
+        for handle in self._queues:
+            check_face(handle, _IS_ASYNC)
         self._handler = handler
         self._is_async = is_coroutine_handler(handler)
         self._rate_limit = rate_limit
-        self._stop = threading.Event()
+        self._stop = Event()
         self._running_lock = threading.Lock()
         self._running = False
 
@@ -185,8 +235,8 @@ class Worker:
         return self._settings.concurrency
 
     def stop(self) -> None:
-        """Ask a running :meth:`run` to stop gracefully (W-3). Safe from any
-        thread and from a signal handler."""
+        """Ask a running :meth:`run` to stop gracefully (W-3): on the sync face
+        from any thread or a signal handler, on the async face from the loop."""
         self._stop.set()
 
     # --------------------------------------------------------------- claims
@@ -202,9 +252,10 @@ class Worker:
 
     # --------------------------------------------------------------- loops
 
-    def run(self, stop: threading.Event | None = None) -> None:
+    def run(self, stop: Event | None = None) -> None:
         """Claim and handle jobs until *stop* is set, :meth:`stop` is called,
-        or (in the main thread) SIGINT or SIGTERM arrives (W-1..W-12).
+        or, on the sync face in the main thread, SIGINT or SIGTERM arrives
+        (W-1..W-12).
 
         On stop: no new claims (jobs a last claim brought in are released,
         Q-26); running handlers get ``grace_s`` to finish and their outcomes
@@ -213,23 +264,25 @@ class Worker:
         pause; a closed store ends the loop with
         :class:`~alkstore.errors.StoreClosed`.
         """
-        if stop is not None and not isinstance(stop, threading.Event):
-            raise InvalidArgument(f"stop must be a threading.Event, not {type(stop).__name__}")
-        external = stop if stop is not None else threading.Event()
-        force = threading.Event()
+        if stop is not None and not isinstance(stop, Event):
+            raise InvalidArgument(f"stop must be {_STOP_EVENT}, not {type(stop).__name__}")
+        external = stop if stop is not None else Event()
+        force = Event()
+        mine = self._stop
 
         def stopping() -> bool:
-            return external.is_set() or self._stop.is_set()
+            return external.is_set() or mine.is_set()
 
         with self._session() as session:
-            session.watch_stop(external, self._stop)
+            session.watch_stop(external, mine)
             restore = self._install_signals(force)
             try:
                 log.info(
-                    "worker %s: started on %s with concurrency %d",
+                    "worker %s: started on %s with concurrency %d%s",
                     self.worker_id,
                     ", ".join(repr(q.name) for q in self._queues),
                     self.concurrency,
+                    _STARTED_ON,
                 )
                 pause = 0.0
                 while not stopping():
@@ -266,7 +319,7 @@ class Worker:
                 session.drain(self._settings.grace_s, force)
             finally:
                 restore()
-                self._stop.clear()
+                mine.clear()
         log.info("worker %s: stopped after %d job(s)", self.worker_id, session.finished)
 
     def run_until_empty(self) -> int:
@@ -291,7 +344,7 @@ class Worker:
                 # Nothing claimable now, but a running or flushing job may be
                 # retried with no delay: look again when something changes.
                 session.wait_for_change(seen)
-            session.drain(math.inf, threading.Event())
+            session.drain(math.inf, Event())
         return session.finished
 
     # ------------------------------------------------------------- helpers
@@ -307,11 +360,11 @@ class Worker:
         with self._running_lock:
             self._running = False
 
-    def _install_signals(self, force: threading.Event) -> Callable[[], None]:
+    def _install_signals(self, force: Event) -> Callable[[], None]:
         """SIGINT/SIGTERM stop the loop; a second one skips the grace period.
         Only possible in the main thread; returns the undo."""
         if threading.current_thread() is not threading.main_thread():
-            return lambda: None
+            return _nothing
         previous: dict[signal.Signals, Any] = {}
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -336,18 +389,22 @@ class Worker:
         return restore
 
 
+def _nothing() -> None:
+    pass
+
+
 def _one_queue(store: Store | None, queue: object, opts: QueueOpts | None) -> Queue:
     if isinstance(queue, str):
         if store is None:
-            raise InvalidArgument("a queue name needs its store; or pass a Queue handle")
+            raise InvalidArgument("a queue name needs its store; or pass a queue handle")
         return store.queue(queue, opts)
     if queue is None or not hasattr(queue, "claim_batch"):
         raise InvalidArgument(
-            f"queue must be a queue name, a Queue handle or a list of them, not "
+            f"queue must be a queue name, a queue handle or a list of them, not "
             f"{type(queue).__name__}"
         )
     if opts is not None:
-        raise InvalidArgument("queue_opts goes with a queue name, not a Queue handle")
+        raise InvalidArgument("queue_opts goes with a queue name, not a queue handle")
     handle: Queue = queue  # type: ignore[assignment]
     return handle
 
@@ -358,35 +415,16 @@ def _wait_unless(stopping: Callable[[], bool], seconds: float) -> None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return
-        time.sleep(min(remaining, SLICE_S))
-
-
-class _Loop:
-    """The event loop of a worker's coroutine handlers, on its own thread (W-8)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="alkstore-worker-loop", daemon=True
-        )
-        self._thread.start()
-
-    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        if not self._thread.is_alive():
-            self.loop.close()
+        sleep(min(remaining, SLICE_S))
 
 
 class _Session:
-    """The threads of one ``run`` / ``run_until_empty``.
+    """The helpers of one ``run`` / ``run_until_empty``.
 
-    Daemon threads, so that a handler stuck past the grace period cannot keep
-    the process alive after ``run`` returned: its claim lapses and the job is
-    reclaimed (W-3).
+    On the sync face they are daemon threads, so that a handler stuck past
+    the grace period cannot keep the process alive after ``run`` returned:
+    its claim lapses and the job is reclaimed (W-3). On the async face they
+    are tasks of the caller's loop.
     """
 
     def __init__(self, worker: Worker) -> None:
@@ -397,16 +435,17 @@ class _Session:
         self._hold = worker._hold_slots
         self._stopping = StopSignal()  # what should_stop sees (W-12)
         # One lock, three conditions, so that each change wakes only the
-        # threads it concerns: the claim loop and the drains (slots, changes),
-        # the flusher (outcomes to settle), the heartbeat thread (a claim due
-        # sooner than it sleeps). One condition for all woke every thread of
-        # the session for every job, and on 2 cores that cost more CPU than
-        # the claim and ack themselves.
-        lock = threading.Lock()
-        self._cond = threading.Condition(lock)
-        self._flush_cond = threading.Condition(lock)
-        self._beat_cond = threading.Condition(lock)
-        self._beat_wake = 0.0  # when the heartbeat thread wakes next (monotonic)
+        # helpers it concerns: the claim loop and the drains (slots, changes),
+        # the flusher (outcomes to settle), the heartbeats (a claim due sooner
+        # than they sleep). One condition for all woke every thread of the
+        # session for every job, and on 2 cores that cost more CPU than the
+        # claim and ack themselves.
+        lock = Lock()
+        self._cond = Condition(lock)
+        self._flush_cond = Condition(lock)
+        self._beat_cond = Condition(lock)
+        self._beat_wake = 0.0  # when the heartbeats wake next (monotonic)
+        # The counters change under the lock; each read of one needs none.
         self._in_flight = 0  # handlers running: the slots in use
         self._unsettled = 0  # started jobs whose fate is not final yet
         self._finished = 0
@@ -415,28 +454,20 @@ class _Session:
         self._pending: list[Running] = []  # outcomes waiting for a flush
         self._flushing = False
         self._closing = False
+        self._helpers: list[Spawned] = []
         self._work: _queue_mod.SimpleQueue[Running | None] = _queue_mod.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._loop: _Loop | None = None
-        self._helpers = [
-            threading.Thread(target=self._heartbeat_loop, name=f"alkstore-hb-{self._wid}"),
-            threading.Thread(target=self._flush_loop, name=f"alkstore-flush-{self._wid}"),
-        ]
+        self._loop: HandlerLoop | None = None
 
     def __enter__(self) -> _Session:
         try:
             if self._w._is_async:
-                self._loop = _Loop()
+                self._loop = HandlerLoop()
             else:
                 for i in range(self._s.concurrency):
-                    thread = threading.Thread(
-                        target=self._thread_loop, name=f"alkstore-worker-{i}", daemon=True
-                    )
-                    thread.start()
-                    self._threads.append(thread)
-            for helper in self._helpers:
-                helper.daemon = True
-                helper.start()
+                    self._threads.append(spawn(self._thread_loop, f"alkstore-worker-{i}"))
+            self._helpers.append(spawn(self._heartbeat_loop, f"alkstore-hb-{self._wid}"))
+            self._helpers.append(spawn(self._flush_loop, f"alkstore-flush-{self._wid}"))
         except BaseException:
             self._shutdown()
             raise
@@ -444,10 +475,10 @@ class _Session:
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         try:
-            if exc is not None and self.in_flight:
+            if exc is not None and self._in_flight:
                 # Interrupted (KeyboardInterrupt, a failed claim): give running
                 # handlers the grace period rather than dropping them.
-                self.drain(self._s.grace_s, threading.Event())
+                self.drain(self._s.grace_s, Event())
         finally:
             self._shutdown()
 
@@ -455,27 +486,25 @@ class _Session:
 
     @property
     def in_flight(self) -> int:
-        with self._cond:
-            return self._in_flight
+        return self._in_flight
 
     @property
     def finished(self) -> int:
-        with self._cond:
-            return self._finished
+        return self._finished
 
     @property
     def changes(self) -> int:
-        with self._cond:
-            return self._changes
+        return self._changes
 
     @property
     def idle(self) -> bool:
-        """No handler running and no outcome waiting for or inside a flush."""
-        with self._cond:
-            return self._unsettled == 0 and self._in_flight == 0
+        """No handler running and no outcome waiting for or inside a flush.
+        (Both counts only fall unless the claim loop, the one that reads
+        this, starts a job: two reads without the lock see a true state.)"""
+        return self._unsettled == 0 and self._in_flight == 0
 
     def _changed(self) -> None:
-        # Under self._cond.
+        # Under the lock.
         self._changes += 1
         self._cond.notify_all()
 
@@ -486,17 +515,17 @@ class _Session:
             while self._in_flight >= self._s.concurrency:
                 if stopping():
                     return 0
-                self._cond.wait(SLICE_S)
+                cond_wait(self._cond, SLICE_S)
             return self._s.concurrency - self._in_flight
 
     def wait_for_change(self, seen: int) -> None:
         with self._cond:
             while self._changes == seen and (self._in_flight or self._unsettled):
-                self._cond.wait(SLICE_S)
+                cond_wait(self._cond, SLICE_S)
 
     # --------------------------------------------------------------- start
 
-    def watch_stop(self, *requests: threading.Event) -> None:
+    def watch_stop(self, *requests: Event) -> None:
         """W-12: handlers see these stop requests at once through ``should_stop``."""
         self._stopping.watch(*requests)
 
@@ -509,7 +538,8 @@ class _Session:
 
     def start(self, job: Job) -> None:
         """Hand a claimed job to a free slot now (W-3) and start its heartbeats (W-2)."""
-        entry = Running(job, heartbeat_interval(job, self._s.heartbeat_every_s), self._stopping)
+        interval_s = heartbeat_interval(job, self._s.heartbeat_every_s)
+        entry = Running(job, interval_s, self._stopping, _entry_lock())
         entry.view = HandlerJob(job, entry)
         _hooks.claimed(job)
         timeout_s = self._s.timeout_s
@@ -525,7 +555,8 @@ class _Session:
             if due < self._beat_wake:
                 self._beat_cond.notify()
         if self._loop is not None:
-            entry.task = self._loop.submit(self._run_coroutine(entry))
+            handler = self._w._handler
+            entry.task = self._loop.submit(call_coroutine(handler, entry, self._handler_ended))
         else:
             self._work.put(entry)
 
@@ -542,26 +573,17 @@ class _Session:
                     result = self._w._handler(entry.view)
                     if inspect.isawaitable(result):
                         # W-8: a handler that returns an awaitable is awaited.
-                        entry.task = self._loop_for_awaitables().submit(_await(result))
+                        entry.task = self._loop_for_awaitables().submit(await_result(result))
                         entry.task.result()
             except BaseException as exc:
                 outcome = exc
             self._handler_ended(entry, outcome)
 
-    def _loop_for_awaitables(self) -> _Loop:
+    def _loop_for_awaitables(self) -> HandlerLoop:
         with self._cond:
             if self._loop is None:
-                self._loop = _Loop()
+                self._loop = HandlerLoop()
             return self._loop
-
-    async def _run_coroutine(self, entry: Running) -> None:
-        outcome: BaseException | None = None
-        try:
-            with _hooks.handler_span(entry.job):
-                await self._w._handler(entry.view)  # type: ignore[misc]
-        except BaseException as exc:  # CancelledError too: a timeout or a stop
-            outcome = exc
-        self._handler_ended(entry, outcome)
 
     def _handler_ended(self, entry: Running, exc: BaseException | None) -> None:
         """The handler returned or raised: its slot frees now; its outcome waits
@@ -599,14 +621,14 @@ class _Session:
             self._changed()
 
     def _settle(self, entry: Running) -> None:
-        # Under self._cond: the entry's fate is final.
+        # Under the lock: the entry's fate is final.
         self._active.pop(id(entry), None)
         self._unsettled -= 1
         if entry.handled:
             self._free_slot(entry)
 
     def _free_slot(self, entry: Running) -> None:
-        # Under self._cond. W-6: a slot frees when its handler returns; a
+        # Under the lock. W-6: a slot frees when its handler returns; a
         # worker that holds slots until the commit (the outbox) frees it then.
         if entry.slot:
             entry.slot = False
@@ -622,7 +644,8 @@ class _Session:
                 while not self._pending and not self._closing:
                     # Woken by each outcome; the timeout is only a bound, and
                     # an idle worker does not poll (W-4).
-                    self._flush_cond.wait(self._s.flush_s if self._in_flight else SLICE_S)
+                    bound = self._s.flush_s if self._in_flight else SLICE_S
+                    cond_wait(self._flush_cond, bound)
                 if not self._pending:
                     return
                 batch, self._pending = self._pending, []
@@ -648,6 +671,7 @@ class _Session:
                 live.append(entry)
         if not live:
             return
+        results: list[bool] | None = None
         for attempt in range(_FLUSH_TRIES):
             try:
                 results = self._commit(live)
@@ -659,9 +683,8 @@ class _Session:
                     len(live),
                     exc,
                 )
-                time.sleep(min(0.05 * 2**attempt, 2.0))
+                sleep(min(0.05 * 2**attempt, 2.0))
             except Exception as exc:
-                results = None
                 log.error(
                     "worker %s: settling %d job(s) failed (%s); their claims will lapse "
                     "and the jobs will be reclaimed",
@@ -670,8 +693,6 @@ class _Session:
                     error_text(exc),
                 )
                 break
-        else:
-            results = None
         if results is None:
             return
         for entry, landed in zip(live, results, strict=True):
@@ -690,7 +711,8 @@ class _Session:
         batch, rest = split_flush(live) if store is not None else ([], live)
         landed: dict[int, bool] = {}
         if store is not None and len(rest) == 0:
-            for entry, ok in zip(batch, store.ack_each([e.job for e in batch]), strict=True):
+            acked = store.ack_each([e.job for e in batch])
+            for entry, ok in zip(batch, acked, strict=True):
                 landed[id(entry)] = ok
         elif store is not None and (len(rest) > 1 or batch):
             with store.transaction() as tx:
@@ -709,9 +731,9 @@ class _Session:
 
     # --------------------------------------------------------- stopping
 
-    def drain(self, grace_s: float, force: threading.Event) -> None:
+    def drain(self, grace_s: float, force: Event) -> None:
         """Wait up to *grace_s* for running handlers and their flushes; leave
-        the rest to lapse (W-3)."""
+        the rest to lapse (W-3). *force* set skips what is left of the wait."""
         self._stopping.set()
         deadline = time.monotonic() + grace_s
         with self._cond:
@@ -719,7 +741,7 @@ class _Session:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                self._cond.wait(min(remaining, SLICE_S))
+                cond_wait(self._cond, min(remaining, SLICE_S))
             left = [e for e in self._active.values() if not e.handled]
         for entry in left:
             with entry.lock:
@@ -737,7 +759,7 @@ class _Session:
         # Outcomes already in hand are flushed before the worker returns.
         with self._cond:
             while (self._pending or self._flushing) and not force.is_set():
-                self._cond.wait(SLICE_S)
+                cond_wait(self._cond, SLICE_S)
 
     def _shutdown(self) -> None:
         self._stopping.set()
@@ -748,12 +770,13 @@ class _Session:
             self._cond.notify_all()
             self._flush_cond.notify_all()
             self._beat_cond.notify_all()
-        for helper in self._helpers:
-            if helper.is_alive() and helper is not threading.current_thread():
-                helper.join(10)
-        if self._loop is not None:
-            self._loop.stop()
-        self._w._release()
+        try:
+            for helper in self._helpers:
+                join(helper, 10)
+        finally:
+            if self._loop is not None:
+                self._loop.stop()
+            self._w._release()
 
     # -------------------------------------------------------- heartbeats
 
@@ -787,7 +810,7 @@ class _Session:
                         )
                     wait_s = max(min(soonest - now, SLICE_S * 4), 0.001)
                     self._beat_wake = now + wait_s
-                    self._beat_cond.wait(wait_s)
+                    cond_wait(self._beat_cond, wait_s)
             for entry in late:
                 self._time_out(entry)
             for entry in due:
@@ -836,7 +859,3 @@ class _Session:
             self._wid,
             entry.ref(),
         )
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
