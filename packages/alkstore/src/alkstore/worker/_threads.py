@@ -43,7 +43,7 @@ import queue as _queue_mod
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
@@ -82,7 +82,7 @@ log = logging.getLogger("alkstore.worker")
 #: A job handler: called with the claimed job; its return value is ignored. A
 #: coroutine function (or a handler that returns an awaitable) is awaited; on
 #: the async face a plain callable runs in a thread.
-Handler = Callable[[Job], Awaitable[object]] | Callable[[Job], object]
+Handler = Callable[[Job], object] | Callable[[Job], object]
 
 _IS_ASYNC = False
 _STOP_EVENT = "a threading.Event"
