@@ -126,6 +126,9 @@ NAMES: dict[str, str] = {
     "AsyncListenerLoop": "ListenerLoop",
     "AsyncPoller": "Poller",
     "resolve_async": "resolve_sync",
+    # added for the PostgreSQL engine (executor, listener, poller, transaction)
+    "drive_async": "drive",
+    "ASpawned": "Spawned",
 }
 
 #: Names beginning with ``Async`` that may stay in a sync face: the ones

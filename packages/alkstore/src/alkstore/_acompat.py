@@ -15,6 +15,7 @@ async face             sync face                   what for
 ``acond_wait(c, s)``   ``cond_wait(c, s)``         a condition's wait, bounded
 ``aevent_wait(e, s)``  ``event_wait(e, s)``        an event's wait, bounded
 ``aspawn(fn, name)``   ``spawn(fn, name)``         run *fn* beside the caller
+``ASpawned``           ``Spawned``                 what spawn returns
 ``ajoin(h, s)``        ``join(h, s)``              wait for what spawn started
 ``aoffload(fn, *a)``   ``offload(fn, *a)``         CPU work off the loop (A-2);
                                                    inline on a thread
@@ -36,9 +37,11 @@ __all__ = [
     "ACondition",
     "AEvent",
     "ALock",
+    "ASpawned",
     "Condition",
     "Event",
     "Lock",
+    "Spawned",
     "acond_wait",
     "aevent_wait",
     "ajoin",
@@ -61,6 +64,7 @@ AEvent = asyncio.Event
 ALock = asyncio.Lock
 ACondition = asyncio.Condition
 asleep = asyncio.sleep
+ASpawned = asyncio.Task[None]
 
 
 async def acond_wait(cond: asyncio.Condition, timeout_s: float) -> bool:
@@ -106,6 +110,7 @@ Event = threading.Event
 Lock = threading.Lock
 Condition = threading.Condition
 sleep = time.sleep
+Spawned = threading.Thread
 
 
 def cond_wait(cond: threading.Condition, timeout_s: float) -> bool:
