@@ -28,6 +28,7 @@ from .jobs import AsyncKitJob, KitJob
 from .listener import AsyncQueueListener, QueueListener
 from .native import unwrap
 from .outbox import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
+from .prepare import check_bool_option, check_sql_args, parse_bool_option
 from .rows import (
     ClaimRow,
     EventRow,
@@ -38,6 +39,7 @@ from .rows import (
     RateSpec,
     ScheduleRow,
     claim_row,
+    job_row,
     schedule_row,
     stream_stats_of,
 )
@@ -76,8 +78,12 @@ __all__ = [
     "ThreadedAsyncExecutor",
     "ThreadedAsyncTx",
     "WakeBoard",
+    "check_bool_option",
+    "check_sql_args",
     "claim_row",
+    "job_row",
     "outbox_queue_name",
+    "parse_bool_option",
     "schedule_row",
     "stream_stats_of",
     "unwrap",

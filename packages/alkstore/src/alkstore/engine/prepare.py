@@ -24,6 +24,7 @@ __all__ = [
     "MAX_CLAIM_BATCH",
     "MAX_ID",
     "MAX_OFFSET",
+    "check_bool_option",
     "check_channels",
     "check_error",
     "check_ids",
@@ -34,6 +35,7 @@ __all__ = [
     "check_queue_opts",
     "check_rate_args",
     "check_schedule_args",
+    "check_sql_args",
     "check_unique_key",
     "check_wait",
     "check_worker_id",
@@ -41,6 +43,7 @@ __all__ = [
     "decode_enqueue_opts",
     "default_owner",
     "encode_enqueue_opts",
+    "parse_bool_option",
     "prepare_job",
 ]
 
@@ -238,3 +241,41 @@ def check_rate_args(name: object, rate: object, per_s: object, burst: object) ->
         raise InvalidArgument("rate limits finer than one unit per microsecond are not supported")
     count = check_int("burst", burst, 1, MAX_BURST)
     return RateSpec(limit_name, interval, count)
+
+
+# ------------------------------------------------------------ engine options
+
+_BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
+
+
+def parse_bool_option(name: str, text: str) -> bool:
+    """A boolean engine option *name* as a URL's query string spells it:
+    ``true``, ``false``, ``1`` or ``0``, in any case (EN-3).
+
+    >>> parse_bool_option("migrate", "False")
+    False
+    """
+    value = _BOOL_TEXT.get(text.lower())
+    if value is None:
+        raise InvalidArgument(f"{name} must be true, false, 1 or 0, not {text!r}")
+    return value
+
+
+def check_bool_option(name: str, value: object) -> bool:
+    """A boolean engine option given as a keyword: ``True`` or ``False`` only
+    (a truthy string or number is refused, not guessed at)."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{name} must be True or False, not {value!r}")
+    return value
+
+
+# -------------------------------------------------------------- transactions
+
+
+def check_sql_args(sql: object, params: object) -> None:
+    """The arguments of ``tx.execute`` (T-2): the SQL a ``str``, the
+    parameters a sequence (positional) or a dict (named), never a string."""
+    if not isinstance(sql, str):
+        raise InvalidArgument(f"sql must be a str, not {type(sql).__name__}")
+    if not isinstance(params, (Sequence, dict)) or isinstance(params, (str, bytes)):
+        raise InvalidArgument("params must be a sequence or a dict")

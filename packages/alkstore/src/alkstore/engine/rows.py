@@ -28,6 +28,7 @@ __all__ = [
     "RateSpec",
     "ScheduleRow",
     "claim_row",
+    "job_row",
     "schedule_row",
     "stream_stats_of",
 ]
@@ -151,6 +152,42 @@ class JobRow:
     group: str | None = None
     group_limit: int | None = None
     trace_context: str | None = None
+
+
+def job_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> JobRow:
+    """A :class:`JobRow` from a row in the field order above (every engine's
+    ``get_job`` and ``list_jobs`` select it so), the engine's time values
+    turned into aware datetimes by *when*."""
+    (job_id, queue, state, payload, priority, run_at, created_at, claimed_at, deadline,
+     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+     dead_letter_retention_s, expires_at, last_error, died_at, unique_key, group, group_limit,
+     trace_context) = row  # fmt: skip
+    return JobRow(
+        id=int(job_id),
+        queue=queue,
+        state=state,
+        payload=payload,
+        priority=int(priority),
+        run_at=when(run_at),
+        created_at=when(created_at),
+        claimed_at=None if claimed_at is None else when(claimed_at),
+        deadline=None if deadline is None else when(deadline),
+        worker_id=worker_id,
+        attempts=int(attempts),
+        max_attempts=int(max_attempts),
+        visibility_timeout_s=float(visibility_timeout_s),
+        backoff_base_s=float(backoff_base_s),
+        dead_letter_retention_s=(
+            None if dead_letter_retention_s is None else float(dead_letter_retention_s)
+        ),
+        expires_at=None if expires_at is None else when(expires_at),
+        last_error=last_error,
+        died_at=None if died_at is None else when(died_at),
+        unique_key=unique_key,
+        group=group,
+        group_limit=None if group_limit is None else int(group_limit),
+        trace_context=trace_context,
+    )
 
 
 @dataclass(frozen=True, slots=True)
