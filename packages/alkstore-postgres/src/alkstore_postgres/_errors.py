@@ -139,13 +139,10 @@ class _Translating:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
-        if exc is None:
-            return False
-        translated = _translated(exc)
-        if translated is None:
-            return False
-        raise translated from exc
+    ) -> None:
+        translated = None if exc is None else _translated(exc)
+        if translated is not None:
+            raise translated from exc
 
 
 _TRANSLATING = _Translating()

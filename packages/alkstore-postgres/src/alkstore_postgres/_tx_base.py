@@ -1,24 +1,17 @@
-"""What the transactions of both faces share (T-1, T-2, A-3): the argument
-checks of ``execute`` and the refusals of a ``tx=`` that belongs to the other
+"""What the transactions of both faces share (T-1, T-2, A-3): the checks
+before ``execute`` and the refusals of a ``tx=`` that belongs to the other
 face; :mod:`._tx_async` is the I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import psycopg
 
+from alkstore.engine import check_sql_args
 from alkstore.errors import InvalidArgument, StoreClosed
 
-__all__ = ["TxBase", "check_sql", "refusal"]
-
-
-def check_sql(sql: object, params: object) -> None:
-    """``tx.execute``'s arguments: text, and a sequence or a dict."""
-    if not isinstance(sql, str):
-        raise InvalidArgument(f"sql must be a str, not {type(sql).__name__}")
-    if not isinstance(params, (Sequence, dict)) or isinstance(params, (str, bytes)):
-        raise InvalidArgument("params must be a sequence or a dict")
+__all__ = ["TxBase", "refusal"]
 
 
 class TxBase:
@@ -43,7 +36,7 @@ class TxBase:
             raise StoreClosed("the store was closed")
         if not self._active:
             raise InvalidArgument("this transaction has already ended")
-        check_sql(sql, params)
+        check_sql_args(sql, params)
 
 
 _NEEDS = (
