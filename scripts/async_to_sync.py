@@ -126,7 +126,8 @@ NAMES: dict[str, str] = {
     "AsyncListenerLoop": "ListenerLoop",
     "AsyncPoller": "Poller",
     "resolve_async": "resolve_sync",
-    # added for the worker
+    # added for the worker and the PostgreSQL engine
+    "drive_async": "drive",
     "ASpawned": "Spawned",
 }
 

@@ -17,7 +17,7 @@ import pytest
 import alkstore
 from alkstore import InvalidArgument, JobState, QueueFull, QueueOpts, TransientError
 from alkstore_postgres import AsyncPostgresStore, AsyncPostgresTx, PostgresStore
-from alkstore_postgres._executor import AsyncPgExecutor
+from alkstore_postgres._executor_async import AsyncPgExecutor
 
 T = TypeVar("T")
 

@@ -300,7 +300,7 @@ def test_close_stops_the_listener_thread(store: PostgresStore) -> None:
     listener = store.listen("c")
     runner = _ex(store)._listener
     assert runner is not None
-    thread = runner._thread
+    thread = runner._runner
     assert thread is not None and thread.is_alive()
     store.close()
     assert not thread.is_alive()

@@ -9,7 +9,8 @@ options.
 from __future__ import annotations
 
 from ._store import AsyncPostgresStore, PostgresStore, open_async_store, open_store, parse_url
-from ._tx import AsyncPostgresTx, PostgresTx
+from ._tx import PostgresTx
+from ._tx_async import AsyncPostgresTx
 
 __version__ = "0.1.0"
 

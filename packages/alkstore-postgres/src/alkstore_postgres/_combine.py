@@ -1,210 +1,148 @@
+# Generated from _combine_async.py by scripts/async_to_sync.py: edit that file, not this one.
 """Producer group commit for PostgreSQL (docs/adr/0008).
 
 Concurrent plain enqueues without ``tx=`` (a web application's request
-threads) would each commit on their own, and PostgreSQL serializes commits
-that NOTIFY on one lock: sixteen threads enqueued slower than one. Instead,
-the first caller runs; callers arriving meanwhile queue up, and the next
-caller to run takes all of them into one statement and one commit. Every
-caller returns only after the commit that holds its own jobs; nobody's
-durability is weakened. A caller alone runs its own statement at once.
+threads, or the tasks of one event loop) would each commit on their own,
+and PostgreSQL serializes commits that NOTIFY on one lock: sixteen threads
+enqueued slower than one. Instead, a caller alone runs its own statement at
+once; callers arriving meanwhile queue up, and the next statement takes all
+of them into one statement and one commit. Every caller returns only after
+the commit that holds its own jobs; nobody's durability is weakened.
 
-The async store does the same for tasks of its event loop
-(:class:`AsyncEnqueueCombiner`): a task that arrives while an enqueue runs
-waits for the next combined statement, run by a task of the combiner's own,
-so that cancelling one caller never cancels the others' statement. A
-cancelled caller whose request was not taken yet is dropped (nothing of it
-is written); once taken, its rows commit with the others.
+Who runs that next statement differs between the faces. On threads, the
+caller that finished hands the lead to the first waiting caller, which runs
+the batch on its own thread (leader and followers). On an event loop, a
+task of the combiner's own drains the waiting callers, so that cancelling
+one caller never cancels the others' statement: a cancelled caller whose
+request was not taken yet is dropped (nothing of it is written); once
+taken, its rows commit with the others.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
+from alkstore._acompat import Event
 from alkstore.engine import Inserted, NewJob
 
-__all__ = ["AsyncEnqueueCombiner", "EnqueueCombiner"]
+from ._combine_base import Request, take_batch
 
-#: Most jobs one combined statement carries.
-MAX_ROWS = 1_000
-
-_WAITING, _LEAD, _DONE = 0, 1, 2
+__all__ = ["EnqueueCombiner"]
 
 
-class _Request:
-    __slots__ = ("error", "event", "jobs", "queue", "result", "state")
+class Single(Protocol):
+    """One caller's plain enqueue, as its own statement and commit."""
+
+    def __call__(self, queue: str, jobs: Sequence[NewJob], /) -> list[Inserted]: ...
+
+
+class Many(Protocol):
+    """The plain enqueues of several callers as one statement and one commit;
+    the ids in the callers' order."""
+
+    def __call__(self, batches: Sequence[tuple[str, Sequence[NewJob]]], /) -> list[int]: ...
+
+
+class _Waiter(Request):
+    """A queued caller, woken by its event once its outcome is in, or (on
+    threads) when it is handed the lead and runs the next batch itself."""
+
+    __slots__ = ("error", "event", "finished", "result")
 
     def __init__(self, queue: str, jobs: Sequence[NewJob]) -> None:
-        self.queue = queue
-        self.jobs = jobs
-        self.state = _WAITING
+        super().__init__(queue, jobs)
+        self.event = Event()
+        self.finished = False
         self.result: list[Inserted] | None = None
         self.error: BaseException | None = None
-        self.event: threading.Event | None = None
+
+    def outcome(self) -> list[Inserted]:
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def _wake(batch: Sequence[_Waiter]) -> None:
+    for req in batch:
+        req.finished = True
+        req.event.set()
 
 
 class EnqueueCombiner:
-    """Leader and followers: one running batch at a time per store."""
+    """Group commit of one store's plain enqueues: one running batch at a
+    time."""
 
-    def __init__(
-        self,
-        single: Callable[[str, Sequence[NewJob]], list[Inserted]],
-        many: Callable[[Sequence[tuple[str, Sequence[NewJob]]]], list[int]],
-    ) -> None:
+    def __init__(self, single: Single, many: Many) -> None:
         self._single = single
         self._many = many
+        # On the async face only tasks of one loop come here: the lock is
+        # never contended there, and nothing waits while it is held.
         self._mutex = threading.Lock()
-        self._waiting: deque[_Request] = deque()
+        self._waiting: deque[_Waiter] = deque()
         self._busy = False
 
     def submit(self, queue: str, jobs: Sequence[NewJob]) -> list[Inserted]:
-        req = _Request(queue, jobs)
-        with self._mutex:
-            if self._busy:
-                event = req.event = threading.Event()
-                self._waiting.append(req)
-            else:
-                self._busy = True
-                event = None
-        if event is not None:
-            event.wait()
-            if req.state == _DONE:
-                if req.error is not None:
-                    raise req.error
-                assert req.result is not None
-                return req.result
-        try:
-            self._lead(req)
-        finally:
-            self._hand_over()
-        if req.error is not None:
-            raise req.error
-        assert req.result is not None
-        return req.result
+        """Insert *jobs* into *queue*, alone or combined with the callers
+        waiting meanwhile; returns after the commit that holds them."""
+        waiter = self._queue_up(queue, jobs)
+        if waiter is None:  # alone: run at once, on the caller's own thread or task
+            try:
+                return self._single(queue, jobs)
+            finally:
+                self._hand_over()
+        waiter.event.wait()
+        if not waiter.finished:  # handed the lead
+            try:
+                self._lead(waiter)
+            finally:
+                self._hand_over()
+        return waiter.outcome()
 
-    def _lead(self, first: _Request) -> None:
-        batch = [first]
-        rows = len(first.jobs)
+    def _queue_up(self, queue: str, jobs: Sequence[NewJob]) -> _Waiter | None:
+        """``None`` when nothing runs (the caller runs now), else its place
+        in the queue."""
         with self._mutex:
-            while self._waiting and rows + len(self._waiting[0].jobs) <= MAX_ROWS:
-                nxt = self._waiting.popleft()
-                batch.append(nxt)
-                rows += len(nxt.jobs)
-        try:
-            if len(batch) == 1:
-                first.result = self._single(first.queue, first.jobs)
-                return
-            ids = self._many([(r.queue, r.jobs) for r in batch])
-            at = 0
-            for req in batch:
-                req.result = [Inserted(i) for i in ids[at : at + len(req.jobs)]]
-                at += len(req.jobs)
-        except BaseException as exc:  # the one commit failed for everyone in it
-            for req in batch:
-                req.error = exc
-        finally:
-            for req in batch[1:]:
-                req.state = _DONE
-                assert req.event is not None
-                req.event.set()
+            if not self._busy:
+                self._busy = True
+                return None
+            waiter = _Waiter(queue, jobs)
+            self._waiting.append(waiter)
+            return waiter
 
     def _hand_over(self) -> None:
+        """After a batch: the next one goes to a task of the combiner's own
+        (async), or to the first waiting caller (threads)."""
         with self._mutex:
             if self._waiting:
-                nxt = self._waiting.popleft()
-                nxt.state = _LEAD
-                assert nxt.event is not None
-                nxt.event.set()
+                self._waiting.popleft().event.set()  # the lead, not an outcome
             else:
                 self._busy = False
 
-
-class _AsyncRequest:
-    __slots__ = ("future", "jobs", "queue")
-
-    def __init__(self, queue: str, jobs: Sequence[NewJob], future: asyncio.Future[list[Inserted]]):
-        self.queue = queue
-        self.jobs = jobs
-        self.future = future
-
-
-class AsyncEnqueueCombiner:
-    """:class:`EnqueueCombiner` for the tasks of one event loop."""
-
-    def __init__(
-        self,
-        single: Callable[[str, Sequence[NewJob]], Awaitable[list[Inserted]]],
-        many: Callable[[Sequence[tuple[str, Sequence[NewJob]]]], Awaitable[list[int]]],
-    ) -> None:
-        self._single = single
-        self._many = many
-        self._waiting: deque[_AsyncRequest] = deque()
-        self._busy = False
-        self._drainer: asyncio.Task[None] | None = None
-
-    async def submit(self, queue: str, jobs: Sequence[NewJob]) -> list[Inserted]:
-        if not self._busy:
-            self._busy = True  # alone: run at once, on the caller's task
-            try:
-                return await self._single(queue, jobs)
-            finally:
-                self._hand_over()
-        future: asyncio.Future[list[Inserted]] = asyncio.get_running_loop().create_future()
-        req = _AsyncRequest(queue, jobs, future)
-        self._waiting.append(req)
+    def _run_batch(self, batch: list[_Waiter]) -> None:
+        """One statement and one commit for *batch*: each caller gets its own
+        ids, or all of them the one error."""
         try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if req in self._waiting:
-                self._waiting.remove(req)  # not taken: nothing of it is written
-            else:  # taken: its outcome is nobody's now
-                future.add_done_callback(_forget)
-            raise
+            if len(batch) == 1:
+                batch[0].result = self._single(batch[0].queue, batch[0].jobs)
+                return
+            ids = self._many([(r.queue, r.jobs) for r in batch])
+        except BaseException as exc:  # the one commit failed for everyone in it
+            for req in batch:
+                req.error = exc
+            return
+        at = 0
+        for req in batch:
+            req.result = [Inserted(i) for i in ids[at : at + len(req.jobs)]]
+            at += len(req.jobs)
 
-    def _hand_over(self) -> None:
-        if self._waiting:
-            self._drainer = asyncio.get_running_loop().create_task(self._drain())
-        else:
-            self._busy = False
-
-    async def _drain(self) -> None:
+    def _lead(self, first: _Waiter) -> None:
+        with self._mutex:
+            batch = take_batch(first, self._waiting)
         try:
-            while self._waiting:
-                batch = [self._waiting.popleft()]
-                rows = len(batch[0].jobs)
-                while self._waiting and rows + len(self._waiting[0].jobs) <= MAX_ROWS:
-                    batch.append(self._waiting.popleft())
-                    rows += len(batch[-1].jobs)
-                try:
-                    if len(batch) == 1:
-                        result = await self._single(batch[0].queue, batch[0].jobs)
-                        _settle(batch[0].future, result)
-                        continue
-                    ids = await self._many([(r.queue, r.jobs) for r in batch])
-                except BaseException as exc:  # the one commit failed for everyone in it
-                    for req in batch:
-                        if not req.future.done():
-                            req.future.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                    continue
-                at = 0
-                for req in batch:
-                    _settle(req.future, [Inserted(i) for i in ids[at : at + len(req.jobs)]])
-                    at += len(req.jobs)
+            self._run_batch(batch)
         finally:
-            self._busy = False
-            self._drainer = None
-
-
-def _settle(future: asyncio.Future[list[Inserted]], result: list[Inserted]) -> None:
-    if not future.done():
-        future.set_result(result)
-
-
-def _forget(future: asyncio.Future[list[Inserted]]) -> None:
-    with contextlib.suppress(BaseException):
-        future.exception()  # retrieved, so that asyncio does not warn
+            _wake(batch[1:])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+from types import TracebackType
 
 import psycopg
 from psycopg_pool import PoolClosed, PoolTimeout
@@ -86,8 +86,7 @@ def is_transient(exc: psycopg.Error) -> bool:
     return not any(hint in text for hint in _PERMANENT_HINTS)
 
 
-@contextmanager
-def translate_errors() -> Iterator[None]:
+def translate_errors() -> AbstractContextManager[None]:
     """Wrap every driver error raised inside: ``TransientError`` for the
     retryable ones, ``EngineError`` for the rest, the driver error as
     ``__cause__``. Alkstore errors pass through untouched.
@@ -98,25 +97,52 @@ def translate_errors() -> Iterator[None]:
     ``DataError`` raised by psycopg itself, without SQLSTATE). They become
     :class:`InvalidArgument`.
     """
-    try:
-        yield
-    except AlkstoreError:
-        raise
-    except PoolClosed as exc:
+    return _TRANSLATING
+
+
+def _translated(exc: BaseException) -> AlkstoreError | None:
+    """The alkstore error for *exc*; ``None``: it passes as it is."""
+    if isinstance(exc, AlkstoreError):
+        return None
+    if isinstance(exc, PoolClosed):
         # Only a closed store closes its pool: a call that raced close().
-        raise StoreClosed("the store was closed") from exc
-    except PoolTimeout as exc:
-        raise TransientError(f"no PostgreSQL connection available: {exc}") from exc
-    except psycopg.DataError as exc:
+        return StoreClosed("the store was closed")
+    if isinstance(exc, PoolTimeout):
+        return TransientError(f"no PostgreSQL connection available: {exc}")
+    if isinstance(exc, psycopg.DataError):
         if exc.sqlstate is None:
-            raise InvalidArgument(f"a value PostgreSQL cannot store: {exc}") from exc
-        raise EngineError(f"PostgreSQL failed [{exc.sqlstate}]: {exc}") from exc
-    except UnicodeError as exc:
+            return InvalidArgument(f"a value PostgreSQL cannot store: {exc}")
+        return EngineError(f"PostgreSQL failed [{exc.sqlstate}]: {exc}")
+    if isinstance(exc, UnicodeError):
         # A lone surrogate in a value, or a host name that does not encode
         # (psycopg resolves host names itself, through the idna codec).
-        raise InvalidArgument(f"text that cannot be sent to PostgreSQL: {exc}") from exc
-    except psycopg.Error as exc:
+        return InvalidArgument(f"text that cannot be sent to PostgreSQL: {exc}")
+    if isinstance(exc, psycopg.Error):
         state = f" [{exc.sqlstate}]" if exc.sqlstate else ""
         if is_transient(exc):
-            raise TransientError(f"PostgreSQL failed, retry later{state}: {exc}") from exc
-        raise EngineError(f"PostgreSQL failed{state}: {exc}") from exc
+            return TransientError(f"PostgreSQL failed, retry later{state}: {exc}")
+        return EngineError(f"PostgreSQL failed{state}: {exc}")
+    return None
+
+
+class _Translating:
+    """:func:`translate_errors`' context manager: one shared instance of a
+    class, not a generator made per use, since it wraps every call."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        translated = None if exc is None else _translated(exc)
+        if translated is not None:
+            raise translated from exc
+
+
+_TRANSLATING = _Translating()

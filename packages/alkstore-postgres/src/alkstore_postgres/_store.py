@@ -7,7 +7,8 @@ from typing import Any
 
 from alkstore.engine import AsyncKitStore, KitStore
 
-from ._executor import AsyncPgExecutor, PgExecutor
+from ._executor import PgExecutor
+from ._executor_async import AsyncPgExecutor
 from ._options import parse_options
 from ._url import ENGINE_OPTIONS, parse_url
 

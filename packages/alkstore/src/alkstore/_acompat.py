@@ -15,8 +15,8 @@ async face             sync face                   what for
 ``acond_wait(c, s)``   ``cond_wait(c, s)``         a condition's wait, bounded
 ``aevent_wait(e, s)``  ``event_wait(e, s)``        an event's wait, bounded
 ``aspawn(fn, name)``   ``spawn(fn, name)``         run *fn* beside the caller
+``ASpawned``           ``Spawned``                 what spawn returns
 ``ajoin(h, s)``        ``join(h, s)``              wait for what spawn started
-``ASpawned``           ``Spawned``                 what spawn returns (its type)
 ``aoffload(fn, *a)``   ``offload(fn, *a)``         CPU work off the loop (A-2);
                                                    inline on a thread
 =====================  ==========================  ===========================

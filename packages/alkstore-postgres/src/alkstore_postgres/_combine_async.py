@@ -1,0 +1,185 @@
+# Async source of _combine.py (scripts/async_to_sync.py makes it: edit this file).
+# mypy: warn-unreachable=False
+"""Producer group commit for PostgreSQL (docs/adr/0008).
+
+Concurrent plain enqueues without ``tx=`` (a web application's request
+threads, or the tasks of one event loop) would each commit on their own,
+and PostgreSQL serializes commits that NOTIFY on one lock: sixteen threads
+enqueued slower than one. Instead, a caller alone runs its own statement at
+once; callers arriving meanwhile queue up, and the next statement takes all
+of them into one statement and one commit. Every caller returns only after
+the commit that holds its own jobs; nobody's durability is weakened.
+
+Who runs that next statement differs between the faces. On threads, the
+caller that finished hands the lead to the first waiting caller, which runs
+the batch on its own thread (leader and followers). On an event loop, a
+task of the combiner's own drains the waiting callers, so that cancelling
+one caller never cancels the others' statement: a cancelled caller whose
+request was not taken yet is dropped (nothing of it is written); once
+taken, its rows commit with the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol
+
+from alkstore._acompat import AEvent
+from alkstore.engine import Inserted, NewJob
+
+from ._combine_base import Request, take_batch
+
+__all__ = ["AsyncEnqueueCombiner"]
+
+
+class Single(Protocol):
+    """One caller's plain enqueue, as its own statement and commit."""
+
+    async def __call__(self, queue: str, jobs: Sequence[NewJob], /) -> list[Inserted]: ...
+
+
+class Many(Protocol):
+    """The plain enqueues of several callers as one statement and one commit;
+    the ids in the callers' order."""
+
+    async def __call__(self, batches: Sequence[tuple[str, Sequence[NewJob]]], /) -> list[int]: ...
+
+
+class _Waiter(Request):
+    """A queued caller, woken by its event once its outcome is in, or (on
+    threads) when it is handed the lead and runs the next batch itself."""
+
+    __slots__ = ("error", "event", "finished", "result")
+
+    def __init__(self, queue: str, jobs: Sequence[NewJob]) -> None:
+        super().__init__(queue, jobs)
+        self.event = AEvent()
+        self.finished = False
+        self.result: list[Inserted] | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> list[Inserted]:
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def _wake(batch: Sequence[_Waiter]) -> None:
+    for req in batch:
+        req.finished = True
+        req.event.set()
+
+
+class AsyncEnqueueCombiner:
+    """Group commit of one store's plain enqueues: one running batch at a
+    time."""
+
+    def __init__(self, single: Single, many: Many) -> None:
+        self._single = single
+        self._many = many
+        # On the async face only tasks of one loop come here: the lock is
+        # never contended there, and nothing waits while it is held.
+        self._mutex = threading.Lock()
+        self._waiting: deque[_Waiter] = deque()
+        self._busy = False
+        if True:  # ASYNC
+            self._drainer: asyncio.Task[None] | None = None
+
+    async def submit(self, queue: str, jobs: Sequence[NewJob]) -> list[Inserted]:
+        """Insert *jobs* into *queue*, alone or combined with the callers
+        waiting meanwhile; returns after the commit that holds them."""
+        waiter = self._queue_up(queue, jobs)
+        if waiter is None:  # alone: run at once, on the caller's own thread or task
+            try:
+                return await self._single(queue, jobs)
+            finally:
+                self._hand_over()
+        if True:  # ASYNC
+            try:
+                await waiter.event.wait()
+            except asyncio.CancelledError:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)  # not taken: nothing of it is written
+                raise  # else taken: its rows commit with the others
+        else:
+            waiter.event.wait()
+            if not waiter.finished:  # handed the lead
+                try:
+                    self._lead(waiter)
+                finally:
+                    self._hand_over()
+        return waiter.outcome()
+
+    def _queue_up(self, queue: str, jobs: Sequence[NewJob]) -> _Waiter | None:
+        """``None`` when nothing runs (the caller runs now), else its place
+        in the queue."""
+        with self._mutex:
+            if not self._busy:
+                self._busy = True
+                return None
+            waiter = _Waiter(queue, jobs)
+            self._waiting.append(waiter)
+            return waiter
+
+    def _hand_over(self) -> None:
+        """After a batch: the next one goes to a task of the combiner's own
+        (async), or to the first waiting caller (threads)."""
+        if True:  # ASYNC
+            if self._waiting:
+                self._drainer = asyncio.get_running_loop().create_task(self._drain())
+            else:
+                self._busy = False
+        else:
+            with self._mutex:
+                if self._waiting:
+                    self._waiting.popleft().event.set()  # the lead, not an outcome
+                else:
+                    self._busy = False
+
+    async def _run_batch(self, batch: list[_Waiter]) -> None:
+        """One statement and one commit for *batch*: each caller gets its own
+        ids, or all of them the one error."""
+        try:
+            if len(batch) == 1:
+                batch[0].result = await self._single(batch[0].queue, batch[0].jobs)
+                return
+            ids = await self._many([(r.queue, r.jobs) for r in batch])
+        except BaseException as exc:  # the one commit failed for everyone in it
+            for req in batch:
+                req.error = exc
+            if True:  # ASYNC
+                if not isinstance(exc, Exception):
+                    raise
+            return
+        at = 0
+        for req in batch:
+            req.result = [Inserted(i) for i in ids[at : at + len(req.jobs)]]
+            at += len(req.jobs)
+
+    if True:  # ASYNC
+
+        async def _drain(self) -> None:
+            try:
+                while self._waiting:
+                    batch = take_batch(self._waiting.popleft(), self._waiting)
+                    try:
+                        await self._run_batch(batch)
+                    finally:
+                        _wake(batch)
+            finally:
+                self._busy = False
+                self._drainer = None
+
+    else:
+
+        def _lead(self, first: _Waiter) -> None:
+            with self._mutex:
+                batch = take_batch(first, self._waiting)
+            try:
+                self._run_batch(batch)
+            finally:
+                _wake(batch[1:])
