@@ -34,6 +34,7 @@ _EXPORTS = {
     "clauses_of": ".contract_coverage",
     "rule_ids": ".contract_coverage",
     "ErrorContract": ".contract_errors",
+    "FacesContract": ".contract_faces",
     "HardeningContract": ".contract_hardening",
     "JobControlContract": ".contract_jobcontrol",
     "LockContract": ".contract_lock",
@@ -60,6 +61,7 @@ __all__ = [
     "DeadLetterContract",
     "EngineHooks",
     "ErrorContract",
+    "FacesContract",
     "HardeningContract",
     "JobControlContract",
     "LifecycleContract",
@@ -105,6 +107,7 @@ if TYPE_CHECKING:
     from .contract_coverage import CoverageContract, clauses_of, rule_ids
     from .contract_deadletters import DeadLetterContract
     from .contract_errors import ErrorContract
+    from .contract_faces import FacesContract
     from .contract_hardening import HardeningContract
     from .contract_jobcontrol import JobControlContract
     from .contract_lock import LockContract

@@ -7,6 +7,7 @@ from .contract_basics import BasicsContract
 from .contract_coverage import CoverageContract
 from .contract_deadletters import DeadLetterContract
 from .contract_errors import ErrorContract
+from .contract_faces import FacesContract
 from .contract_hardening import HardeningContract
 from .contract_jobcontrol import JobControlContract
 from .contract_lock import LockContract
@@ -45,6 +46,7 @@ class StoreContract(
     ScopingContract,
     HardeningContract,
     AsyncContract,
+    FacesContract,
     SelfCheckContract,
     CoverageContract,
 ):

@@ -63,6 +63,7 @@ PROTOCOL_PAIRS: list[tuple[type, type]] = [
     (protocols.Listener, protocols.AsyncListener),
     (protocols.RateLimit, protocols.AsyncRateLimit),
     (protocols.Tx, protocols.AsyncTx),
+    (protocols.CursorLike, protocols.AsyncCursorLike),
 ]
 #: Which protocols the objects of the A-1 object test implement.
 OBJECT_PROTOCOLS: dict[str, tuple[type, type]] = {

@@ -44,7 +44,7 @@ from .rows import (
 from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
 from .seam import AsyncExecutor, Executor, NoteSink
 from .store import AsyncKitStore, KitStore
-from .threaded import ThreadedAsyncExecutor, ThreadedAsyncTx
+from .threaded import ThreadedAsyncCursor, ThreadedAsyncExecutor, ThreadedAsyncTx
 from .wakes import FALLBACK_POLL_S, Step, WakeBoard
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "RateSpec",
     "ScheduleRow",
     "Step",
+    "ThreadedAsyncCursor",
     "ThreadedAsyncExecutor",
     "ThreadedAsyncTx",
     "WakeBoard",
