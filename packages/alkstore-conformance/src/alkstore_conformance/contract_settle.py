@@ -52,7 +52,7 @@ def other_database(factory: StoreFactory) -> Iterator[Store]:
         url,
         opts,
     ):
-        store = StoreFactory(url, opts).open()
+        store = StoreFactory(url, opts, face=factory.face).open()
         try:
             yield store
         finally:
