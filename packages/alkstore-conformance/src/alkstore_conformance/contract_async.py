@@ -41,7 +41,7 @@ from alkstore import (
 
 from ._base import ContractBase, requires, unique
 from ._factory import StoreFactory
-from .contract_queue import LONG_S
+from ._queue_helpers import LONG_S
 
 __all__ = ["AsyncContract"]
 
