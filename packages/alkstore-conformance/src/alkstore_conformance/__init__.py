@@ -43,6 +43,7 @@ _EXPORTS = {
     "QueueContract": ".contract_queue",
     "SchedulerContract": ".contract_scheduler",
     "ScopingContract": ".contract_scoping",
+    "SeamContract": ".contract_seam",
     "SelfCheckContract": ".contract_selfcheck",
     "SettleContract": ".contract_settle",
     "LifecycleContract": ".contract_store",
@@ -71,6 +72,7 @@ __all__ = [
     "QueueContract",
     "SchedulerContract",
     "ScopingContract",
+    "SeamContract",
     "SelfCheckContract",
     "SettleContract",
     "StoreContract",
@@ -116,6 +118,7 @@ if TYPE_CHECKING:
     from .contract_queue import QueueContract
     from .contract_scheduler import SchedulerContract
     from .contract_scoping import ScopingContract
+    from .contract_seam import SeamContract
     from .contract_selfcheck import SelfCheckContract
     from .contract_settle import SettleContract
     from .contract_store import LifecycleContract

@@ -16,6 +16,7 @@ from .contract_outbox import OutboxContract
 from .contract_queue import QueueContract
 from .contract_scheduler import SchedulerContract
 from .contract_scoping import ScopingContract
+from .contract_seam import SeamContract
 from .contract_selfcheck import SelfCheckContract
 from .contract_settle import SettleContract
 from .contract_store import LifecycleContract
@@ -47,6 +48,7 @@ class StoreContract(
     HardeningContract,
     AsyncContract,
     FacesContract,
+    SeamContract,
     SelfCheckContract,
     CoverageContract,
 ):
