@@ -34,6 +34,7 @@ _EXPORTS = {
     "clauses_of": ".contract_coverage",
     "rule_ids": ".contract_coverage",
     "ErrorContract": ".contract_errors",
+    "FacesContract": ".contract_faces",
     "HardeningContract": ".contract_hardening",
     "JobControlContract": ".contract_jobcontrol",
     "LockContract": ".contract_lock",
@@ -42,6 +43,7 @@ _EXPORTS = {
     "QueueContract": ".contract_queue",
     "SchedulerContract": ".contract_scheduler",
     "ScopingContract": ".contract_scoping",
+    "SeamContract": ".contract_seam",
     "SelfCheckContract": ".contract_selfcheck",
     "SettleContract": ".contract_settle",
     "LifecycleContract": ".contract_store",
@@ -60,6 +62,7 @@ __all__ = [
     "DeadLetterContract",
     "EngineHooks",
     "ErrorContract",
+    "FacesContract",
     "HardeningContract",
     "JobControlContract",
     "LifecycleContract",
@@ -69,6 +72,7 @@ __all__ = [
     "QueueContract",
     "SchedulerContract",
     "ScopingContract",
+    "SeamContract",
     "SelfCheckContract",
     "SettleContract",
     "StoreContract",
@@ -105,6 +109,7 @@ if TYPE_CHECKING:
     from .contract_coverage import CoverageContract, clauses_of, rule_ids
     from .contract_deadletters import DeadLetterContract
     from .contract_errors import ErrorContract
+    from .contract_faces import FacesContract
     from .contract_hardening import HardeningContract
     from .contract_jobcontrol import JobControlContract
     from .contract_lock import LockContract
@@ -113,6 +118,7 @@ if TYPE_CHECKING:
     from .contract_queue import QueueContract
     from .contract_scheduler import SchedulerContract
     from .contract_scoping import ScopingContract
+    from .contract_seam import SeamContract
     from .contract_selfcheck import SelfCheckContract
     from .contract_settle import SettleContract
     from .contract_store import LifecycleContract

@@ -17,14 +17,12 @@ import pytest
 import alkstore
 from alkstore import Capability, Store
 
-from ._factory import StoreFactory, hooks_for, set_face
+from ._factory import FACES, Face, StoreFactory, bind_face, hooks_for
 
 __all__ = ["ContractBase", "StoppableCall", "eventually", "requires", "spawn", "unique"]
 
 T = TypeVar("T")
 
-#: The faces every contract test runs through (A-1).
-FACES = ("sync", "async")
 C = TypeVar("C", bound=type)
 
 #: Upper bound for "eventually" checks. Generous: the suite must not flake on
@@ -169,26 +167,24 @@ class ContractBase:
         pytest.fail("the engine's contract class must override the store_factory fixture")
 
     @pytest.fixture(autouse=True, params=FACES)
-    def face(self, request: pytest.FixtureRequest) -> Iterator[str]:
+    def face(self, request: pytest.FixtureRequest) -> Face:
         """Every test runs through the sync API and through the async API
-        (A-1): under ``async`` the stores a test opens are the engine's
-        async stores behind a sync facade. A test that only the sync face can
-        express is marked ``sync_only(reason)``."""
-        face: str = request.param
+        (A-1): under ``async`` the stores a test opens through its
+        ``store_factory`` are the engine's async stores behind a sync
+        facade. A test that only the sync face can express is marked
+        ``sync_only(reason)``."""
+        face: Face = request.param
         if face == "async":
             for mark in request.node.iter_markers("sync_only"):
                 pytest.skip(f"sync face only: {mark.args[0] if mark.args else ''}")
-            factory: StoreFactory = request.getfixturevalue("store_factory")
-            if Capability.ASYNC not in _capabilities(factory):
-                pytest.skip("engine does not declare async")
-        previous = set_face(face)
-        try:
-            yield face
-        finally:
-            set_face(previous)
+        factory: StoreFactory = request.getfixturevalue("store_factory")
+        if face == "async" and Capability.ASYNC not in _capabilities(factory):
+            pytest.skip("engine does not declare async")
+        bind_face(factory, face)
+        return face
 
     @pytest.fixture
-    def store(self, store_factory: StoreFactory, face: str) -> Iterator[Store]:
+    def store(self, store_factory: StoreFactory, face: Face) -> Iterator[Store]:
         """A store on the test's database, closed afterwards."""
         opened = store_factory.open()
         try:

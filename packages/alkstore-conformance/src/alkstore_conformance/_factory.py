@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, NoReturn, Protocol
+from typing import Any, Literal, NoReturn, Protocol
 
 import pytest
 
@@ -20,11 +20,25 @@ import alkstore
 from alkstore import Store
 from alkstore._open import redact_url
 
-__all__ = ["HOOKS_GROUP", "HOOK_NAMES", "EngineHooks", "StoreFactory", "hooks_for", "hooks_of"]
+__all__ = [
+    "FACES",
+    "HOOKS_GROUP",
+    "HOOK_NAMES",
+    "EngineHooks",
+    "Face",
+    "StoreFactory",
+    "bind_face",
+    "hooks_for",
+    "hooks_of",
+]
 
 #: Entry-point group where an engine registers its :class:`EngineHooks`, keyed
 #: by URL scheme, like ``alkstore.engines``.
 HOOKS_GROUP = "alkstore_conformance.hooks"
+
+#: The faces every contract test runs through (A-1).
+Face = Literal["sync", "async"]
+FACES: tuple[Face, ...] = ("sync", "async")
 
 
 @dataclass(frozen=True, repr=False)
@@ -43,13 +57,19 @@ class StoreFactory:
     #: ``fresh_database`` are then skipped.
     shared_database: bool = False
 
+    #: The face :meth:`open` opens: ``"sync"``, or ``"async"`` (the engine's
+    #: async store behind a sync facade, A-1). The suite's ``face`` fixture
+    #: sets it on the test's own factory (:func:`bind_face`); an engine's
+    #: ``store_factory`` leaves it alone.
+    face: Face = field(default="sync", compare=False)
+
     def open(self, **overrides: Any) -> Store:
         """A new store on the isolated database; *overrides* replace engine options.
 
         Under the async face of the suite (A-1) the store is the engine's
         async store (``alkstore.open_async``) behind a sync facade."""
         options = {**self.opts, **overrides}
-        if _FACE[0] == "async":
+        if self.face == "async":
             from ._facade import open_facade
 
             store: Store = open_facade(self.url, **options)
@@ -59,8 +79,13 @@ class StoreFactory:
     def __repr__(self) -> str:  # E-4: a failing test's report shows no password
         return (
             f"StoreFactory({redact_url(self.url)!r}, {redact_url(repr(dict(self.opts)))}, "
-            f"shared_database={self.shared_database})"
+            f"shared_database={self.shared_database}, face={self.face!r})"
         )
+
+    def __reduce__(self) -> tuple[type[StoreFactory], tuple[str, dict[str, Any], bool]]:
+        # A child process of a cross-process test opens the sync face: the
+        # async face is proven in the test's own process.
+        return (StoreFactory, (self.url, dict(self.opts), self.shared_database))
 
     def skip_reason(self, hook: str) -> str:
         """Why a test that needs the engine hook *hook* cannot run here."""
@@ -74,16 +99,17 @@ class StoreFactory:
         return self.url.partition("://")[0].lower()
 
 
-#: The face the running test uses: ``"sync"`` or ``"async"`` (set by the
-#: suite's ``face`` fixture; child processes always open the sync face).
-_FACE = ["sync"]
+def bind_face(factory: StoreFactory, face: Face) -> StoreFactory:
+    """Make *factory* (the test's own, made by its ``store_factory`` fixture
+    for this test alone) open *face*; returns it.
 
-
-def set_face(face: str) -> str:
-    """Make :meth:`StoreFactory.open` open *face*; returns the previous one."""
-    previous = _FACE[0]
-    _FACE[0] = face
-    return previous
+    The factory is frozen so that a test cannot change where it points; the
+    face is the one field the suite's ``face`` fixture sets, once, before the
+    test or any fixture opens a store through it."""
+    if face not in FACES:
+        raise ValueError(f"face must be one of {FACES}, not {face!r}")
+    object.__setattr__(factory, "face", face)
+    return factory
 
 
 class EngineHooks(Protocol):

@@ -7,6 +7,7 @@ from .contract_basics import BasicsContract
 from .contract_coverage import CoverageContract
 from .contract_deadletters import DeadLetterContract
 from .contract_errors import ErrorContract
+from .contract_faces import FacesContract
 from .contract_hardening import HardeningContract
 from .contract_jobcontrol import JobControlContract
 from .contract_lock import LockContract
@@ -15,6 +16,7 @@ from .contract_outbox import OutboxContract
 from .contract_queue import QueueContract
 from .contract_scheduler import SchedulerContract
 from .contract_scoping import ScopingContract
+from .contract_seam import SeamContract
 from .contract_selfcheck import SelfCheckContract
 from .contract_settle import SettleContract
 from .contract_store import LifecycleContract
@@ -45,6 +47,8 @@ class StoreContract(
     ScopingContract,
     HardeningContract,
     AsyncContract,
+    FacesContract,
+    SeamContract,
     SelfCheckContract,
     CoverageContract,
 ):

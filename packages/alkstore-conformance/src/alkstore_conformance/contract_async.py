@@ -41,7 +41,7 @@ from alkstore import (
 
 from ._base import ContractBase, requires, unique
 from ._factory import StoreFactory
-from .contract_queue import LONG_S
+from ._queue_helpers import LONG_S
 
 __all__ = ["AsyncContract"]
 
@@ -63,6 +63,7 @@ PROTOCOL_PAIRS: list[tuple[type, type]] = [
     (protocols.Listener, protocols.AsyncListener),
     (protocols.RateLimit, protocols.AsyncRateLimit),
     (protocols.Tx, protocols.AsyncTx),
+    (protocols.CursorLike, protocols.AsyncCursorLike),
 ]
 #: Which protocols the objects of the A-1 object test implement.
 OBJECT_PROTOCOLS: dict[str, tuple[type, type]] = {

@@ -22,7 +22,7 @@ from alkstore import Capability, EnqueueOpts, InvalidArgument, JobState, QueueOp
 
 from ._base import ContractBase, unique
 from ._factory import StoreFactory
-from .contract_queue import (
+from ._queue_helpers import (
     LONG_S,
     WAKE_BOUND_S,
     blocked,

@@ -47,7 +47,7 @@ from alkstore import (
 from . import _children_jobcontrol
 from ._base import ContractBase, StoppableCall, eventually, spawn, unique
 from ._factory import StoreFactory, hooks_for
-from .contract_queue import (
+from ._queue_helpers import (
     LONG_S,
     Background,
     blocked,

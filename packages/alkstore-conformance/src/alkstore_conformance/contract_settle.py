@@ -32,7 +32,7 @@ from alkstore import (
 
 from ._base import ContractBase, requires, unique
 from ._factory import StoreFactory, hooks_for, hooks_of
-from .contract_queue import LONG_S, WAKE_BOUND_S, blocked, claim_one, counts, info_of, lapse
+from ._queue_helpers import LONG_S, WAKE_BOUND_S, blocked, claim_one, counts, info_of, lapse
 
 __all__ = ["SettleContract"]
 
@@ -52,7 +52,7 @@ def other_database(factory: StoreFactory) -> Iterator[Store]:
         url,
         opts,
     ):
-        store = StoreFactory(url, opts).open()
+        store = StoreFactory(url, opts, face=factory.face).open()
         try:
             yield store
         finally:

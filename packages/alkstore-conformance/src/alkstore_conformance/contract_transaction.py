@@ -33,7 +33,7 @@ from alkstore import (
 
 from ._base import ContractBase, unique
 from ._factory import StoreFactory
-from .contract_queue import LONG_S, WAKE_BOUND_S, blocked, claim_one, counts, info_of
+from ._queue_helpers import LONG_S, WAKE_BOUND_S, blocked, claim_one, counts, info_of
 
 __all__ = ["TransactionContract"]
 

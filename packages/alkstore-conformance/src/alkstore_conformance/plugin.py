@@ -44,7 +44,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     engine's contract class marks those tests as strict xfails, so that a
     fixed failure is noticed. ``fresh_database_tests`` (a set of test names)
     on the class marks those tests ``fresh_database``. Each test also answers
-    ``-k`` to the name of the mixin that defines it (``-k QueueContract``)."""
+    ``-k`` to the name of each mixin that holds it (``-k QueueContract``,
+    ``-k QueueClaimContract``)."""
     for item in items:
         cls = getattr(item, "cls", None)
         if cls is None:
@@ -55,7 +56,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xfail(reason=known[name], strict=True))
         if name in (getattr(cls, "fresh_database_tests", None) or ()):
             item.add_marker(pytest.mark.fresh_database)
-        for base in cls.__mro__:
-            if name in vars(base):
+        # Every mixin that holds the test, the one defining it and those that
+        # gather it (QueueClaimContract and QueueContract alike).
+        for base in cls.__mro__[1:]:
+            if name in dir(base):
                 item.extra_keyword_matches.add(base.__name__)
-                break

@@ -26,6 +26,7 @@ from .errors import (
     UnsupportedOperation,
 )
 from .protocols import (
+    AsyncCursorLike,
     AsyncJob,
     AsyncListener,
     AsyncLock,
@@ -36,6 +37,7 @@ from .protocols import (
     AsyncStream,
     AsyncTx,
     Capability,
+    CursorLike,
     Job,
     Listener,
     Lock,
@@ -66,6 +68,7 @@ from .worker import AsyncWorker, Fail, Retry, Worker
 __all__ = [
     "DEFAULT_URL",
     "AlkstoreError",
+    "AsyncCursorLike",
     "AsyncJob",
     "AsyncListener",
     "AsyncLock",
@@ -78,6 +81,7 @@ __all__ = [
     "AsyncWorker",
     "Capability",
     "ConsumerLag",
+    "CursorLike",
     "EngineError",
     "EnqueueOpts",
     "Enqueued",

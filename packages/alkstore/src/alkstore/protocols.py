@@ -40,6 +40,7 @@ from .types import (
 )
 
 __all__ = [
+    "AsyncCursorLike",
     "AsyncJob",
     "AsyncListener",
     "AsyncLock",
@@ -50,6 +51,7 @@ __all__ = [
     "AsyncStream",
     "AsyncTx",
     "Capability",
+    "CursorLike",
     "Job",
     "Listener",
     "Lock",
@@ -85,10 +87,50 @@ class Capability(str, Enum):
         return self.value
 
 
+class CursorLike(Protocol):
+    """What ``tx.execute`` returns on the sync face (T-2, A-6): a DB-API
+    cursor of the engine's driver (``sqlite3.Cursor``, ``psycopg.Cursor``).
+
+    Rows are the driver's own (tuples, ``sqlite3.Row``, mappings), as the
+    driver's row factory makes them; code that must run on every engine reads
+    them by position."""
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the last statement changed (``-1`` when the driver cannot tell)."""
+        ...
+
+    @property
+    def description(self) -> Sequence[Any] | None:
+        """One entry per result column, its name first; ``None`` when the
+        statement returns no rows."""
+        ...
+
+    def fetchone(self) -> Any:
+        """The next row, or ``None`` when there is none left."""
+        ...
+
+    def fetchmany(self, size: int = ...) -> list[Any]:
+        """Up to *size* more rows (the driver's default batch without it)."""
+        ...
+
+    def fetchall(self) -> list[Any]:
+        """Every row left."""
+        ...
+
+    def __iter__(self) -> Iterator[Any]:
+        """``for row in cursor``: the rows left, one at a time."""
+        ...
+
+    def close(self) -> None:
+        """Free the cursor; rows not fetched are dropped."""
+        ...
+
+
 class Tx(Protocol):
     """A transaction opened by ``store.transaction()`` (T-1, T-2)."""
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> CursorLike:
         """Run the caller's own SQL in this transaction, in the driver's
         placeholder style, and return the driver's cursor (T-2)."""
         ...
@@ -494,12 +536,55 @@ class Store(Protocol):
 # =============================================================== async faces
 
 
+class AsyncCursorLike(Protocol):
+    """What ``await tx.execute`` returns on the async face, on every engine
+    (A-6): :class:`CursorLike` with the fetches awaited and ``async for``.
+
+    ``psycopg.AsyncCursor`` is one; an engine whose driver is synchronous
+    wraps its cursor so that each fetch runs off the event loop (see
+    :class:`alkstore.engine.threaded.ThreadedAsyncCursor`). Code written
+    against one engine runs on the other."""
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the last statement changed (``-1`` when the driver cannot tell)."""
+        ...
+
+    @property
+    def description(self) -> Sequence[Any] | None:
+        """One entry per result column, its name first; ``None`` when the
+        statement returns no rows."""
+        ...
+
+    async def fetchone(self) -> Any:
+        """The next row, or ``None`` when there is none left."""
+        ...
+
+    async def fetchmany(self, size: int = ...) -> list[Any]:
+        """Up to *size* more rows (the driver's default batch without it)."""
+        ...
+
+    async def fetchall(self) -> list[Any]:
+        """Every row left."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        """``async for row in cursor``: the rows left, one at a time."""
+        ...
+
+    async def close(self) -> None:
+        """Free the cursor; rows not fetched are dropped."""
+        ...
+
+
 class AsyncTx(Protocol):
     """A transaction opened by ``async with store.transaction()`` (T-1, T-2, A-4)."""
 
-    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        """Run the caller's own SQL in this transaction and return the
-        driver's cursor (T-2)."""
+    async def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> AsyncCursorLike:
+        """Run the caller's own SQL in this transaction and return its cursor,
+        whose fetches are awaited on every engine (T-2, A-6)."""
         ...
 
     @property

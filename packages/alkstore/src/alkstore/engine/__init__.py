@@ -50,7 +50,7 @@ from .seam import Executor, NoteSink
 from .seam_async import AsyncExecutor
 from .store import KitStore
 from .store_async import AsyncKitStore
-from .threaded import ThreadedAsyncExecutor, ThreadedAsyncTx
+from .threaded import ThreadedAsyncCursor, ThreadedAsyncExecutor, ThreadedAsyncTx
 from .wakes import FALLBACK_POLL_S, Step, WakeBoard
 
 __all__ = [
@@ -79,6 +79,7 @@ __all__ = [
     "RateSpec",
     "ScheduleRow",
     "Step",
+    "ThreadedAsyncCursor",
     "ThreadedAsyncExecutor",
     "ThreadedAsyncTx",
     "WakeBoard",

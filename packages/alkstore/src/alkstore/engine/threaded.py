@@ -17,6 +17,11 @@ each connection on a dedicated thread, and ``sqlite3`` refuses use from any
 other) cannot be used from the store's threads: the engine's ``resolve_tx``
 hook then also says how to run a call on that connection's thread, and every
 write given that ``tx`` runs there (A-3).
+
+``await tx.execute(...)`` returns a :class:`ThreadedAsyncCursor`: the sync
+driver's cursor with awaited fetches and ``async for``, the same shape as
+``psycopg.AsyncCursor`` (A-6), each fetch running in the store's threads
+under the transaction's lock.
 """
 
 from __future__ import annotations
@@ -33,14 +38,20 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from alkstore.errors import StoreClosed
-from alkstore.protocols import AsyncTx, Capability, Tx
+from alkstore.protocols import AsyncTx, Capability, CursorLike, Tx
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
 from .rows import ClaimRow, EventRow, Fence, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
 from .seam import Executor, NoteSink
 from .wakes import WakeBoard
 
-__all__ = ["Runner", "ThreadedAsyncExecutor", "ThreadedAsyncTx", "TxResolver"]
+__all__ = [
+    "Runner",
+    "ThreadedAsyncCursor",
+    "ThreadedAsyncExecutor",
+    "ThreadedAsyncTx",
+    "TxResolver",
+]
 
 T = TypeVar("T")
 
@@ -54,6 +65,9 @@ TxResolver = Callable[[object], tuple[object, Runner | None]]
 
 #: Threads per store: enough for concurrent reads and one writer at a time.
 DEFAULT_THREADS = 16
+
+#: Rows an ``async for`` over a cursor fetches per trip to a thread.
+ITER_BATCH = 100
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -124,10 +138,78 @@ class ThreadedAsyncTx:
     def connection(self) -> Any:
         return self.sync_tx.connection
 
-    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+    async def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> ThreadedAsyncCursor:
         """Run the caller's SQL in this transaction (in a thread) and return
-        the driver's cursor."""
-        return await self._owner.call(self.sync_tx.execute, sql, params, _lock=self.lock)
+        its cursor, whose fetches are awaited (T-2, A-6)."""
+        cursor = await self._owner.call(self.sync_tx.execute, sql, params, _lock=self.lock)
+        return ThreadedAsyncCursor(cursor, self._owner, self.lock)
+
+
+class ThreadedAsyncCursor:
+    """The async face of a sync driver's cursor (A-6).
+
+    The shape of ``psycopg.AsyncCursor``: ``fetchone()``, ``fetchmany(n)``,
+    ``fetchall()`` and ``close()`` are awaited, ``async for`` yields the rows,
+    ``rowcount`` and ``description`` are read as they are. Each fetch runs in
+    the store's threads under the lock of the transaction that made the
+    cursor, so it never overlaps that transaction's other work or its end,
+    and the loop never waits on the driver (A-2).
+    """
+
+    __slots__ = ("_lock", "_owner", "sync_cursor")
+
+    def __init__(
+        self, cursor: CursorLike, owner: ThreadedAsyncExecutor, lock: threading.Lock
+    ) -> None:
+        #: The driver's own cursor (for what only that driver has, such as
+        #: ``lastrowid``); fetch through this object, not through it.
+        self.sync_cursor = cursor
+        self._owner = owner
+        self._lock = lock
+
+    def __repr__(self) -> str:
+        return f"ThreadedAsyncCursor({self.sync_cursor!r})"
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the last statement changed (``-1`` when the driver cannot tell)."""
+        return self.sync_cursor.rowcount
+
+    @property
+    def description(self) -> Sequence[Any] | None:
+        """One entry per result column, its name first; ``None`` without rows."""
+        return self.sync_cursor.description
+
+    async def fetchone(self) -> Any:
+        """The next row, or ``None`` when there is none left."""
+        return await self._owner.call(self.sync_cursor.fetchone, _lock=self._lock)
+
+    async def fetchmany(self, size: int = 0) -> list[Any]:
+        """Up to *size* more rows; ``0`` (as in psycopg) means the driver's
+        ``arraysize``."""
+        if size:
+            return await self._owner.call(self.sync_cursor.fetchmany, size, _lock=self._lock)
+        return await self._owner.call(self.sync_cursor.fetchmany, _lock=self._lock)
+
+    async def fetchall(self) -> list[Any]:
+        """Every row left."""
+        return await self._owner.call(self.sync_cursor.fetchall, _lock=self._lock)
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        """``async for row in cursor``: the rows left, fetched a batch per
+        trip to a thread."""
+        while True:
+            rows = await self.fetchmany(ITER_BATCH)
+            if not rows:
+                return
+            for row in rows:
+                yield row
+
+    async def close(self) -> None:
+        """Free the driver's cursor; rows not fetched are dropped."""
+        await self._owner.call(self.sync_cursor.close, _lock=self._lock)
 
 
 class ThreadedAsyncExecutor:

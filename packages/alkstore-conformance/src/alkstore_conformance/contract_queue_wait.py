@@ -1,0 +1,213 @@
+"""Queues, blocking claims and their wakes (Q-19).
+
+Timing rules use short real timeouts and generous bounds, as the whole
+suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
+that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
+durations read between two engine timestamps).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Any
+
+import pytest
+
+from alkstore import (
+    Capability,
+    EnqueueOpts,
+    QueueOpts,
+    Store,
+)
+
+from . import _children_queue
+from ._base import ContractBase, spawn, unique
+from ._factory import StoreFactory
+from ._queue_helpers import (
+    LONG_S,
+    QUEUES,
+    SETTLE_S,
+    WAKE_BOUND_S,
+    Background,
+    blocked,
+    claim_one,
+    counts,
+)
+
+__all__ = ["QueueWaitContract"]
+
+
+class QueueWaitContract(ContractBase):
+    """Blocking claims and their wakes (Q-19)."""
+
+    # ---------------------------------------------------------------- Q-19
+
+    @pytest.mark.clause("Q-19", "ST-4")
+    @QUEUES
+    def test_blocked_claim_returns_when_another_thread_enqueues(self, store: Store) -> None:
+        q = store.queue(unique())
+        bg = blocked(lambda: q.claim("w", wait_s=20))
+        job_id = q.enqueue("wake up")
+        enqueued = time.monotonic()
+        job = bg.result()
+        assert job is not None and job.id == job_id
+        assert bg.returned_at - enqueued < WAKE_BOUND_S
+
+    @pytest.mark.clause("Q-19")
+    @pytest.mark.requires(Capability.QUEUES, Capability.CROSS_PROCESS_WAKES)
+    def test_blocked_claim_returns_when_another_store_enqueues(
+        self, store: Store, store_factory: StoreFactory
+    ) -> None:
+        q = store.queue(unique())
+        with store_factory.open() as other:
+            oq = other.queue(q.name)
+            bg = blocked(lambda: q.claim_batch("w", 10, wait_s=20))
+            ids = oq.enqueue_many(["one", "two"])
+            enqueued = time.monotonic()
+            jobs = bg.result()
+            assert bg.returned_at - enqueued < WAKE_BOUND_S
+            assert [j.id for j in jobs] == ids
+            # And the other way round.
+            bg2 = blocked(lambda: oq.claim("w", wait_s=20))
+            job_id = q.enqueue("three")
+            enqueued = time.monotonic()
+            job = bg2.result()
+            assert job is not None and job.id == job_id
+            assert bg2.returned_at - enqueued < WAKE_BOUND_S
+
+    @pytest.mark.clause("Q-19", "C-5")
+    @QUEUES
+    def test_blocked_claim_returns_nothing_after_wait_s(self, store: Store) -> None:
+        q = store.queue(unique())
+        q.enqueue("not yet", EnqueueOpts(delay_s=60))
+        started = time.monotonic()
+        assert q.claim("w", wait_s=0.5) is None
+        waited = time.monotonic() - started
+        assert 0.45 <= waited < 0.5 + WAKE_BOUND_S
+        started = time.monotonic()
+        assert q.claim_batch("w", 5, wait_s=0.5) == []
+        waited = time.monotonic() - started
+        assert 0.45 <= waited < 0.5 + WAKE_BOUND_S
+
+    @pytest.mark.clause("Q-19", "Q-10")
+    @QUEUES
+    def test_blocked_claim_wakes_when_a_retry_makes_work(self, store: Store) -> None:
+        q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, max_attempts=5))
+        job_id = q.enqueue("x")
+        held = claim_one(q, "first")
+        # A retry without delay commits work: the blocked claim wakes.
+        bg = blocked(lambda: q.claim("second", wait_s=20))
+        assert held.retry("again", delay_s=0)
+        retried = time.monotonic()
+        job = bg.result()
+        assert job is not None and (job.id, job.attempts) == (job_id, 2)
+        assert bg.returned_at - retried < WAKE_BOUND_S
+        # A retry with a delay: the claim wakes when the delay ends, with no
+        # other write to wake it. The delay runs from a moment inside the
+        # retry call: not before the call began, at most its return.
+        asked = time.monotonic()
+        assert job.retry("later", delay_s=0.5)
+        retried = time.monotonic()
+        again = q.claim("third", wait_s=20)
+        returned = time.monotonic()
+        assert again is not None and (again.id, again.attempts) == (job_id, 3)
+        assert returned - asked >= 0.45
+        assert returned - retried < 0.5 + WAKE_BOUND_S
+
+    @pytest.mark.clause("Q-19", "Q-6")
+    @QUEUES
+    def test_blocked_claim_wakes_when_a_claim_lapses(self, store: Store) -> None:
+        q = store.queue(unique(), QueueOpts(visibility_timeout_s=0.5, max_attempts=3))
+        job_id = q.enqueue("x")
+        asked = time.monotonic()  # the claim's deadline is set inside the call
+        claim_one(q, "dies")
+        claimed = time.monotonic()
+        job = q.claim("rescuer", wait_s=20)
+        returned = time.monotonic()
+        assert job is not None and (job.id, job.attempts) == (job_id, 2)
+        assert returned - asked >= 0.45
+        assert returned - claimed < 0.5 + WAKE_BOUND_S
+
+    @pytest.mark.clause("Q-19", "Q-2")
+    @QUEUES
+    def test_blocked_claim_wakes_when_a_delayed_job_turns_ready(self, store: Store) -> None:
+        q = store.queue(unique())
+        asked = time.monotonic()  # the delay starts inside the call
+        job_id = q.enqueue("x", EnqueueOpts(delay_s=0.5))
+        enqueued = time.monotonic()
+        job = q.claim("w", wait_s=20)
+        returned = time.monotonic()
+        assert job is not None and job.id == job_id
+        assert returned - asked >= 0.45
+        assert returned - enqueued < 0.5 + WAKE_BOUND_S
+
+    @pytest.mark.clause("Q-19", "T-3")
+    @QUEUES
+    def test_blocked_claim_is_not_ended_by_a_rolled_back_enqueue(
+        self, store: Store, store_factory: StoreFactory
+    ) -> None:
+        """A claim blocked for 1.5 s while another store enqueues and rolls back returns None after
+        the full wait."""
+        q = store.queue(unique())
+
+        class Rollback(Exception):
+            pass
+
+        with store_factory.open() as writer:
+            wq = writer.queue(q.name)
+            bg = blocked(lambda: q.claim("w", wait_s=1.5))
+
+            def enqueue_and_roll_back() -> None:
+                with writer.transaction() as tx:
+                    wq.enqueue("never", tx=tx)
+                    wq.enqueue_many(["never", "never"], tx=tx)
+                    raise Rollback
+
+            with pytest.raises(Rollback):
+                enqueue_and_roll_back()
+            assert bg.result() is None
+            assert bg.returned_at - bg.started_at >= 1.4
+        assert counts(q) == (0, 0, 0, 0)
+
+    @pytest.mark.clause("Q-19", "Q-3")
+    @QUEUES
+    def test_blocked_claimers_share_a_batch_of_new_jobs(self, store: Store) -> None:
+        q = store.queue(unique())
+        waiters = [Background(lambda: q.claim("w", wait_s=20)) for _ in range(3)]
+        time.sleep(SETTLE_S)
+        assert not any(w.done for w in waiters)
+        ids = q.enqueue_many(["a", "b", "c"])
+        enqueued = time.monotonic()
+        got = [w.result() for w in waiters]
+        assert sorted(j.id for j in got if j is not None) == ids
+        assert max(w.returned_at for w in waiters) - enqueued < WAKE_BOUND_S
+
+    @pytest.mark.clause("Q-19")
+    @pytest.mark.cross_process
+    @pytest.mark.requires(Capability.QUEUES, Capability.CROSS_PROCESS_WAKES)
+    def test_claim_blocked_in_another_process_wakes_on_enqueue(
+        self, store: Store, store_factory: StoreFactory
+    ) -> None:
+        """A child process blocks in claim(wait_s=30); an enqueue here ends its wait within the
+        wake bound."""
+        name = unique()
+        ctx = multiprocessing.get_context("spawn")
+        report: Any = ctx.Queue()
+        proc = spawn(_children_queue.claim_blocking, store_factory, name, "child", 30.0, report)
+        try:
+            assert report.get(timeout=120) == ("ready",)
+            time.sleep(1.0)  # let the child block in its claim
+            job_id = store.queue(name).enqueue("across processes")
+            enqueued = time.monotonic()
+            outcome = report.get(timeout=60)
+            received = time.monotonic()
+        finally:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+        assert outcome[0] == "claimed", outcome
+        _, claimed_id, waited = outcome
+        assert claimed_id == job_id
+        assert waited >= 0.5, "the child's claim did not block"
+        assert received - enqueued < WAKE_BOUND_S
