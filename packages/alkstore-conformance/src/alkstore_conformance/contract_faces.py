@@ -323,19 +323,17 @@ class FacesContract(ContractBase):
     @BOTH_FACES
     @QUEUES
     @ASYNC
-    def test_sync_face_given_an_async_transaction_is_refused_naming_the_tx_class(
+    def test_sync_face_given_an_async_transaction_is_refused_naming_what_to_pass(
         self, store_factory: StoreFactory
     ) -> None:
         """``tx=`` of the sync face refuses the async store's transaction,
-        names the sync face's transaction class, and writes nothing."""
+        naming it and what to pass instead, and writes nothing."""
         name = unique()
         with both_faces(store_factory) as (store, runner, astore):
             q = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
             q.enqueue("to claim")
             job = q.claim("w")
             assert job is not None
-            with store.transaction() as sync_tx:
-                to_use = type(sync_tx).__name__
 
             async def body() -> list[BaseException]:
                 errors: list[BaseException] = []
@@ -350,10 +348,17 @@ class FacesContract(ContractBase):
                             errors.append(exc)
                 return errors
 
+            async def async_tx_class() -> str:
+                async with astore.transaction() as atx:
+                    return type(atx).__name__
+
+            refused = runner.run(async_tx_class())
             errors = runner.run(body())
             assert len(errors) == 2, "an async transaction was taken as tx= by the sync face"
             for error in errors:
-                assert names_class(error, to_use), str(error)
+                # Names what it got and what to use instead.
+                assert names_class(error, refused), str(error)
+                assert "store.transaction()" in str(error), str(error)
             stats = q.stats()
             assert (stats.pending, stats.processing) == (0, 1)
 
@@ -361,7 +366,7 @@ class FacesContract(ContractBase):
     @BOTH_FACES
     @QUEUES
     @ASYNC
-    def test_async_face_given_a_sync_transaction_is_refused_naming_the_tx_class(
+    def test_async_face_given_a_sync_transaction_is_refused_naming_what_to_pass(
         self, store_factory: StoreFactory
     ) -> None:
         name = unique()
@@ -371,17 +376,16 @@ class FacesContract(ContractBase):
             job = runner.run(aq.claim("w"))
             assert job is not None
 
-            async def async_tx_class() -> str:
-                async with astore.transaction() as atx:
-                    return type(atx).__name__
-
-            to_use = runner.run(async_tx_class())
             with store.transaction() as tx:
-                with pytest.raises(InvalidArgument) as info:
-                    runner.run(aq.enqueue("never", tx=tx))
-                assert names_class(info.value, to_use), str(info.value)
-                with pytest.raises(InvalidArgument) as info:
-                    runner.run(astore.ack_each([job], tx=tx))
-                assert names_class(info.value, to_use), str(info.value)
+                refused = type(tx).__name__
+                for call in (
+                    lambda: aq.enqueue("never", tx=tx),
+                    lambda: astore.ack_each([job], tx=tx),
+                ):
+                    with pytest.raises(InvalidArgument) as info:
+                        runner.run(call())
+                    # Names what it got and what to use instead.
+                    assert names_class(info.value, refused), str(info.value)
+                    assert "store.transaction()" in str(info.value), str(info.value)
             stats = runner.run(aq.stats())
             assert (stats.pending, stats.processing) == (0, 1)

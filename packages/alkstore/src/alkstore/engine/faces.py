@@ -26,17 +26,32 @@ def is_async(obj: object, method: str) -> bool:
     return inspect.iscoroutinefunction(getattr(owner, method, None))
 
 
-def wrong_face(what: str, obj: object, async_face: bool) -> InvalidArgument:
-    """The refusal of *obj*, which belongs to the other face than *async_face*."""
+def wrong_face(what: str, obj: object, async_face: bool, takes: str = "") -> InvalidArgument:
+    """The refusal of *obj*, which belongs to the other face than *async_face*;
+    *takes* says what this face takes instead."""
     theirs, mine = ("sync", "async") if async_face else ("async", "sync")
+    instead = f" ({takes})" if takes else ""
     return InvalidArgument(
-        f"{what} is a {type(obj).__name__}, which belongs to the {theirs} face; this is the "
-        f"{mine} face: use it with {_STORES[not async_face]}, or take one from "
-        f"{_STORES[async_face]}"
+        f"{what} is a {type(obj).__name__}, which belongs to the {theirs} face; the "
+        f"{mine} face takes its own{instead}: use the {type(obj).__name__} with "
+        f"{_STORES[not async_face]}, or take one from {_STORES[async_face]}"
     )
 
 
 def check_face(what: str, obj: object, method: str, async_face: bool) -> None:
-    """Refuse *obj* unless its *method* matches *async_face* (A-7)."""
+    """Refuse *obj* unless its *method* matches *async_face* (A-7), naming the
+    kit class of this face that stands where *obj*'s class does."""
     if is_async(obj, method) != async_face:
-        raise wrong_face(what, obj, async_face)
+        raise wrong_face(what, obj, async_face, _twin(type(obj), method, async_face))
+
+
+def _twin(cls: type, method: str, async_face: bool) -> str:
+    """The class of *async_face* beside *cls* under their common kit base
+    (``KitJob`` for an ``AsyncKitJob``), or ``""`` when there is none."""
+    for base in cls.__mro__[1:]:
+        if base is object:
+            break
+        for sibling in base.__subclasses__():
+            if sibling is not cls and is_async(sibling, method) == async_face:
+                return sibling.__name__
+    return ""

@@ -122,6 +122,8 @@ def unwrap(tx: object) -> object:
 
 #: SQLAlchemy's sync objects that the async face refuses (A-7).
 _SQLALCHEMY_SYNC = ("Session", "Connection", "scoped_session", "Engine")
+#: What each face takes as its own transaction.
+_OWN_TX = "the transaction of its store.transaction(), or its driver's connection"
 #: Where the sync transactions and connections the async face refuses come from.
 _SYNC_MODULES = ("alkstore", "psycopg", "sqlite3")
 
@@ -135,7 +137,7 @@ def resolve_sync(tx: object | None) -> object | None:
     if is_async(tx, "execute") or (
         _module(tx).startswith("sqlalchemy") and type(tx).__name__ in _SQLALCHEMY_ASYNC
     ):
-        raise wrong_face("tx", tx, async_face=False)
+        raise wrong_face("tx", tx, async_face=False, takes=_OWN_TX)
     return tx
 
 
@@ -149,14 +151,14 @@ async def resolve_async(tx: object | None) -> object | None:
     module, name = _module(tx), type(tx).__name__
     if module.startswith("sqlalchemy"):
         if name in _SQLALCHEMY_SYNC:
-            raise wrong_face("tx", tx, async_face=True)
+            raise wrong_face("tx", tx, async_face=True, takes="an AsyncSession or AsyncConnection")
         if name in _SQLALCHEMY_ASYNC:
             driver: object = await _sqlalchemy_async(tx)
             return driver
         return tx
     sync_object = module.split(".")[0] in _SYNC_MODULES or module.startswith("alkstore_")
     if sync_object and callable(getattr(tx, "execute", None)) and not is_async(tx, "execute"):
-        raise wrong_face("tx", tx, async_face=True)
+        raise wrong_face("tx", tx, async_face=True, takes=_OWN_TX)
     return tx
 
 
