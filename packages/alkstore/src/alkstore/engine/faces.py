@@ -51,7 +51,8 @@ def _twin(cls: type, method: str, async_face: bool) -> str:
     for base in cls.__mro__[1:]:
         if base is object:
             break
-        for sibling in base.__subclasses__():
+        siblings: list[type] = base.__subclasses__()
+        for sibling in siblings:
             if sibling is not cls and is_async(sibling, method) == async_face:
                 return sibling.__name__
     return ""
