@@ -124,8 +124,11 @@ def unwrap(tx: object) -> object:
 _SQLALCHEMY_SYNC = ("Session", "Connection", "scoped_session", "Engine")
 #: What each face takes as its own transaction.
 _OWN_TX = "the transaction of its store.transaction(), or its driver's connection"
-#: Where the sync transactions and connections the async face refuses come from.
-_SYNC_MODULES = ("alkstore", "psycopg", "sqlite3")
+#: Where the sync transactions and connections the async face refuses come
+#: from. Not ``sqlite3``: on an engine whose async face runs the sync one on
+#: I/O threads, the native connection behind an async transaction is a
+#: ``sqlite3.Connection`` (T-2), and it is taken.
+_SYNC_MODULES = ("alkstore", "psycopg")
 
 
 def resolve_sync(tx: object | None) -> object | None:
