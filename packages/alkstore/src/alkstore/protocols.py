@@ -17,44 +17,13 @@ the sync face does I/O (A-1). They are written once, in
 
 from __future__ import annotations
 
-from ._protocols import CursorLike, Job, Listener, Lock, Outbox, Queue, RateLimit, Store, Stream, Tx
-from ._protocols_async import (
-    AsyncCursorLike,
-    AsyncJob,
-    AsyncListener,
-    AsyncLock,
-    AsyncOutbox,
-    AsyncQueue,
-    AsyncRateLimit,
-    AsyncStore,
-    AsyncStream,
-    AsyncTx,
-)
-from ._protocols_base import Capability
+# Each private module's __all__ says what it gives; this one gives them all.
+from . import _protocols, _protocols_async, _protocols_base
+from ._protocols import *  # noqa: F403
+from ._protocols_async import *  # noqa: F403
+from ._protocols_base import *  # noqa: F403
 
-__all__ = [
-    "AsyncCursorLike",
-    "AsyncJob",
-    "AsyncListener",
-    "AsyncLock",
-    "AsyncOutbox",
-    "AsyncQueue",
-    "AsyncRateLimit",
-    "AsyncStore",
-    "AsyncStream",
-    "AsyncTx",
-    "Capability",
-    "CursorLike",
-    "Job",
-    "Listener",
-    "Lock",
-    "Outbox",
-    "Queue",
-    "RateLimit",
-    "Store",
-    "Stream",
-    "Tx",
-]
+__all__ = sorted([*_protocols_base.__all__, *_protocols.__all__, *_protocols_async.__all__])
 
 # Public under this module's name, as before they moved: in reprs and pickles.
 for _name in __all__:
