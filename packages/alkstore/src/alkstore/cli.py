@@ -31,7 +31,7 @@ from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from enum import Enum
 from importlib.metadata import PackageNotFoundError, entry_points, version
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from . import _open
 from ._open import DEFAULT_URL, ENGINE_GROUP, redact_url
@@ -42,6 +42,8 @@ from .specs import parse_duration
 from .types import EnqueueOpts, JobInfo, JobState, QueueOpts, check_duration
 
 __all__ = ["main"]
+
+T = TypeVar("T")
 
 #: Exit codes.
 EXIT_OK = 0
@@ -141,6 +143,23 @@ def _shown(info: JobInfo, now: datetime) -> dict[str, Any]:
     data: dict[str, Any] = _jsonable(info)
     data["state"] = _shown_state(info, now)
     return data
+
+
+def _print_listing(
+    args: argparse.Namespace,
+    items: Sequence[T],
+    none: str,
+    headers: Sequence[str],
+    row: Callable[[T], Sequence[object]],
+) -> None:
+    """*items* as JSON with ``--json``; else one table row per item (*row*
+    makes it), or the line *none* when there are no items."""
+    if args.json:
+        _print_json(items)
+    elif not items:
+        print(none)
+    else:
+        _print_table(headers, [row(item) for item in items])
 
 
 def _print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -286,15 +305,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_queues(args: argparse.Namespace) -> int:
     with _store(args, read_only=True) as store:
         stats = store.queue_stats()
-    if args.json:
-        _print_json(stats)
-    elif not stats:
-        print("(no queues)")
-    else:
-        _print_table(
-            ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD"],
-            [[s.queue, s.pending, s.scheduled, s.processing, s.dead] for s in stats],
-        )
+    _print_listing(
+        args,
+        stats,
+        "(no queues)",
+        ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD"],
+        lambda s: [s.queue, s.pending, s.scheduled, s.processing, s.dead],
+    )
     return EXIT_OK
 
 
@@ -437,41 +454,34 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         for name in names:
             res = _queue(store, name).sweep_expired()
             results.append({"queue": name, **_jsonable(res)})
-    if args.json:
-        _print_json(results)
-    elif not results:
-        print("(no queues)")
-    else:
-        _print_table(
-            ["QUEUE", "EXPIRED", "EXHAUSTED", "PURGED"],
-            [[r["queue"], r["expired"], r["exhausted"], r["purged"]] for r in results],
-        )
+    _print_listing(
+        args,
+        results,
+        "(no queues)",
+        ["QUEUE", "EXPIRED", "EXHAUSTED", "PURGED"],
+        lambda r: [r["queue"], r["expired"], r["exhausted"], r["purged"]],
+    )
     return EXIT_OK
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
     with _store(args, read_only=True) as store:
         schedules = store.schedules()
-    if args.json:
-        _print_json(schedules)
-    elif not schedules:
-        print("(no schedules)")
-    else:
-        _print_table(
-            ["NAME", "SPEC", "TZ", "QUEUE", "NEXT_FIRE", "LAST_FIRE", "PAYLOAD"],
-            [
-                [
-                    s.name,
-                    s.spec,
-                    s.tz,
-                    s.queue,
-                    _when(s.next_fire_at),
-                    _when(s.last_fire_at),
-                    _payload_text(s.payload, 40),
-                ]
-                for s in schedules
-            ],
-        )
+    _print_listing(
+        args,
+        schedules,
+        "(no schedules)",
+        ["NAME", "SPEC", "TZ", "QUEUE", "NEXT_FIRE", "LAST_FIRE", "PAYLOAD"],
+        lambda s: [
+            s.name,
+            s.spec,
+            s.tz,
+            s.queue,
+            _when(s.next_fire_at),
+            _when(s.last_fire_at),
+            _payload_text(s.payload, 40),
+        ],
+    )
     return EXIT_OK
 
 

@@ -15,7 +15,6 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Iterator
-from types import TracebackType
 
 from alkstore.errors import StoreClosed
 from alkstore.types import Notification, check_duration
@@ -131,10 +130,5 @@ class QueueListener:
             self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

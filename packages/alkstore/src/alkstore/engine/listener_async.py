@@ -18,7 +18,6 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from types import TracebackType
 
 from alkstore.errors import StoreClosed
 from alkstore.types import Notification, check_duration
@@ -163,10 +162,5 @@ class AsyncQueueListener:
             await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()

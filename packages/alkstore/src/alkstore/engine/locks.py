@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from alkstore._acompat import sleep
@@ -48,12 +47,7 @@ class KitLock(LockData):
     def __enter__(self) -> KitLock:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from alkstore._acompat import asleep
@@ -48,12 +47,7 @@ class AsyncKitLock(LockData):
     async def __aenter__(self) -> AsyncKitLock:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.release()
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from types import TracebackType
 from typing import Any
 
 from alkstore._acompat import AEvent
@@ -273,10 +272,5 @@ class AsyncKitStore(StoreBase):
     async def __aenter__(self) -> AsyncKitStore:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()

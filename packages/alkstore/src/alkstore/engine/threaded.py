@@ -32,17 +32,14 @@ import contextvars
 import functools
 import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from alkstore.errors import StoreClosed
 from alkstore.protocols import AsyncTx, Capability, CursorLike, Tx
-from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
-from .rows import ClaimRow, EventRow, Fence, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
-from .seam import Executor, NoteSink
+from .seam import Executor
 from .wakes import WakeBoard
 
 __all__ = [
@@ -54,6 +51,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: Runs a call (no arguments) on the thread that owns a caller's connection.
 Runner = Callable[[Callable[[], Any]], Awaitable[Any]]
@@ -117,6 +115,34 @@ class _IOThreads:
 def _locked(lock: threading.Lock, work: Callable[[], T]) -> T:
     with lock:
         return work()
+
+
+def _in_threads(
+    op: Callable[Concatenate[Executor, P], T], *, takes_tx: bool = False
+) -> Callable[Concatenate[ThreadedAsyncExecutor, P], Coroutine[Any, Any, T]]:
+    """The async operation that runs the sync executor's *op* in the store's
+    threads; with *takes_tx* (its first argument is the caller's ``tx``), where
+    :meth:`ThreadedAsyncExecutor.call_tx` says."""
+    name = op.__name__
+
+    async def method(self: ThreadedAsyncExecutor, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        fn = getattr(self.sync, name)
+        if not takes_tx:
+            return await self.call(_with(fn, kwargs), *args)
+        if "tx" in kwargs:
+            rest = dict(kwargs)
+            tx = rest.pop("tx")
+            return await self.call_tx(_with(fn, rest), tx, *args)
+        return await self.call_tx(_with(fn, kwargs), args[0], *args[1:])
+
+    method.__name__ = name
+    method.__qualname__ = f"ThreadedAsyncExecutor.{name}"
+    method.__doc__ = op.__doc__
+    return method
+
+
+def _with(fn: Callable[..., T], kwargs: dict[str, Any]) -> Callable[..., T]:
+    return functools.partial(fn, **kwargs) if kwargs else fn
 
 
 class ThreadedAsyncTx:
@@ -332,152 +358,48 @@ class ThreadedAsyncExecutor:
         finally:
             self._pool.shutdown()
 
-    # --------------------------------------------------------------- queues
+    # ---------------------------------------------------- the operations
+    # Each runs the sync executor's operation of the same name in the
+    # store's threads; one that takes a tx, where that tx's connection lives.
 
-    async def insert_jobs(
-        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
-    ) -> list[Inserted]:
-        return await self.call_tx(self.sync.insert_jobs, tx, queue, jobs, max_depth)
+    insert_jobs = _in_threads(Executor.insert_jobs, takes_tx=True)
+    claim = _in_threads(Executor.claim)
+    next_ready = _in_threads(Executor.next_ready)
+    ack = _in_threads(Executor.ack, takes_tx=True)
+    retry = _in_threads(Executor.retry, takes_tx=True)
+    fail = _in_threads(Executor.fail, takes_tx=True)
+    release = _in_threads(Executor.release)
+    heartbeat = _in_threads(Executor.heartbeat)
+    cancel = _in_threads(Executor.cancel, takes_tx=True)
+    get_job = _in_threads(Executor.get_job)
+    list_jobs = _in_threads(Executor.list_jobs)
+    queue_stats = _in_threads(Executor.queue_stats)
+    sweep = _in_threads(Executor.sweep)
+    redrive = _in_threads(Executor.redrive, takes_tx=True)
+    purge_dead = _in_threads(Executor.purge_dead, takes_tx=True)
 
-    async def claim(
-        self,
-        queues: Sequence[str],
-        worker_id: str,
-        n: int,
-        rate: RateSpec | None,
-        idle: bool,
-    ) -> list[ClaimRow]:
-        return await self.call(self.sync.claim, queues, worker_id, n, rate, idle)
+    publish = _in_threads(Executor.publish, takes_tx=True)
+    read_events = _in_threads(Executor.read_events)
+    has_event_after = _in_threads(Executor.has_event_after)
+    commit_offset = _in_threads(Executor.commit_offset)
+    get_offset = _in_threads(Executor.get_offset)
+    trim = _in_threads(Executor.trim)
+    stream_stats = _in_threads(Executor.stream_stats)
 
-    async def next_ready(self, queues: Sequence[str]) -> float | None:
-        return await self.call(self.sync.next_ready, queues)
+    acquire_lock = _in_threads(Executor.acquire_lock)
+    renew_lock = _in_threads(Executor.renew_lock)
+    release_lock = _in_threads(Executor.release_lock)
+    held_locks = _in_threads(Executor.held_locks)
+    acquire_rate = _in_threads(Executor.acquire_rate)
 
-    async def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
-        return await self.call_tx(self.sync.ack, tx, fences)
+    notify = _in_threads(Executor.notify, takes_tx=True)
+    subscribe = _in_threads(Executor.subscribe)
+    unsubscribe = _in_threads(Executor.unsubscribe)
 
-    async def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
-        return await self.call_tx(self.sync.retry, tx, fence, delay_s, error)
-
-    async def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
-        return await self.call_tx(self.sync.fail, tx, fence, error)
-
-    async def release(self, fence: Fence) -> bool:
-        return await self.call(self.sync.release, fence)
-
-    async def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
-        return await self.call(self.sync.heartbeat, fence, extend_s)
-
-    async def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
-        return await self.call_tx(self.sync.cancel, tx, queue, job_id)
-
-    async def get_job(self, queue: str, job_id: int) -> JobRow | None:
-        return await self.call(self.sync.get_job, queue, job_id)
-
-    async def list_jobs(
-        self, queue: str, state: JobState, limit: int, after_id: int
-    ) -> list[JobRow]:
-        return await self.call(self.sync.list_jobs, queue, state, limit, after_id)
-
-    async def queue_stats(self, queue: str | None) -> list[QueueStats]:
-        return await self.call(self.sync.queue_stats, queue)
-
-    async def sweep(self, queue: str) -> SweepResult:
-        return await self.call(self.sync.sweep, queue)
-
-    async def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
-        return await self.call_tx(self.sync.redrive, tx, queue, job_ids)
-
-    async def purge_dead(
-        self,
-        tx: object | None,
-        queue: str,
-        job_ids: Sequence[int] | None,
-        older_than_s: float | None,
-    ) -> int:
-        return await self.call_tx(self.sync.purge_dead, tx, queue, job_ids, older_than_s)
-
-    # -------------------------------------------------------------- streams
-
-    async def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
-        return await self.call_tx(self.sync.publish, tx, stream, key, payload)
-
-    async def read_events(self, stream: str, after: int, limit: int) -> list[EventRow]:
-        return await self.call(self.sync.read_events, stream, after, limit)
-
-    async def has_event_after(self, stream: str, after: int) -> bool:
-        return await self.call(self.sync.has_event_after, stream, after)
-
-    async def commit_offset(self, stream: str, consumer: str, offset: int) -> bool:
-        return await self.call(self.sync.commit_offset, stream, consumer, offset)
-
-    async def get_offset(self, stream: str, consumer: str) -> int:
-        return await self.call(self.sync.get_offset, stream, consumer)
-
-    async def trim(self, stream: str, before: int) -> int:
-        return await self.call(self.sync.trim, stream, before)
-
-    async def stream_stats(self) -> list[StreamStats]:
-        return await self.call(self.sync.stream_stats)
-
-    # ---------------------------------------------------------------- locks
-
-    async def acquire_lock(
-        self, name: str, owner: str, ttl_s: float
-    ) -> tuple[int, datetime] | None:
-        return await self.call(self.sync.acquire_lock, name, owner, ttl_s)
-
-    async def renew_lock(self, name: str, owner: str, token: int, ttl_s: float) -> datetime | None:
-        return await self.call(self.sync.renew_lock, name, owner, token, ttl_s)
-
-    async def release_lock(self, name: str, owner: str, token: int) -> bool:
-        return await self.call(self.sync.release_lock, name, owner, token)
-
-    async def held_locks(self) -> list[LockInfo]:
-        return await self.call(self.sync.held_locks)
-
-    async def acquire_rate(self, rate: RateSpec, n: int) -> float:
-        return await self.call(self.sync.acquire_rate, rate, n)
-
-    # -------------------------------------------------------- notifications
-
-    async def notify(self, tx: object | None, channel: str, payload: str) -> None:
-        await self.call_tx(self.sync.notify, tx, channel, payload)
-
-    async def subscribe(self, sink: NoteSink) -> None:
-        await self.call(self.sync.subscribe, sink)
-
-    async def unsubscribe(self, sink: NoteSink) -> None:
-        await self.call(self.sync.unsubscribe, sink)
-
-    # ------------------------------------------------------------ schedules
-
-    async def clock(self) -> datetime:
-        return await self.call(self.sync.clock)
-
-    async def upsert_schedule(self, row: ScheduleRow) -> ScheduleRow:
-        return await self.call(self.sync.upsert_schedule, row)
-
-    async def delete_schedule(self, name: str) -> bool:
-        return await self.call(self.sync.delete_schedule, name)
-
-    async def list_schedules(self) -> list[ScheduleRow]:
-        return await self.call(self.sync.list_schedules)
-
-    async def due_schedules(self) -> tuple[datetime, list[ScheduleRow]]:
-        return await self.call(self.sync.due_schedules)
-
-    async def fire_schedule(
-        self,
-        name: str,
-        expected: datetime,
-        fire_at: datetime,
-        next_fire_at: datetime,
-        queue: str,
-        job: NewJob,
-    ) -> bool:
-        return await self.call(
-            self.sync.fire_schedule, name, expected, fire_at, next_fire_at, queue, job
-        )
-
-    async def seconds_to_next_fire(self) -> float | None:
-        return await self.call(self.sync.seconds_to_next_fire)
+    clock = _in_threads(Executor.clock)
+    upsert_schedule = _in_threads(Executor.upsert_schedule)
+    delete_schedule = _in_threads(Executor.delete_schedule)
+    list_schedules = _in_threads(Executor.list_schedules)
+    due_schedules = _in_threads(Executor.due_schedules)
+    fire_schedule = _in_threads(Executor.fire_schedule)
+    seconds_to_next_fire = _in_threads(Executor.seconds_to_next_fire)

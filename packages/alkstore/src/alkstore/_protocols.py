@@ -1,0 +1,511 @@
+# Generated from _protocols_async.py by scripts/async_to_sync.py: edit that file, not this one.
+"""The protocols of one face, written once for both (SPEC §14, docs/adr/0017).
+
+The async protocols are the source and the sync ones are made from them:
+the same names without the ``Async`` prefix, the same operations,
+arguments, results, errors and rules, with coroutines on the async face
+where the sync face does I/O (A-1). Handles (``queue()``, ``stream()``,
+``listen()``, ...), properties and ``should_stop`` do no I/O and are plain
+on both faces. Import them from :mod:`alkstore.protocols`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol
+
+from . import _acompat
+from ._protocols_base import Capability
+from .types import (
+    Enqueued,
+    EnqueueOpts,
+    Event,
+    JobInfo,
+    JobState,
+    LockInfo,
+    Notification,
+    QueueOpts,
+    QueueStats,
+    Schedule,
+    StreamStats,
+    SweepResult,
+)
+
+__all__ = [
+    "CursorLike",
+    "Job",
+    "Listener",
+    "Lock",
+    "Outbox",
+    "Queue",
+    "RateLimit",
+    "Store",
+    "Stream",
+    "Tx",
+]
+
+
+class CursorLike(Protocol):
+    """What ``tx.execute`` returns (T-2, A-6). On the sync face: a DB-API
+    cursor of the engine's driver (``sqlite3.Cursor``, ``psycopg.Cursor``). On
+    the async face, on every engine, the same with each fetch awaited and the
+    rows iterated asynchronously: psycopg's async cursor is one, and an
+    engine whose driver is synchronous wraps its cursor so that each fetch
+    runs off the event loop (see
+    :class:`alkstore.engine.threaded.ThreadedAsyncCursor`).
+
+    Rows are the driver's own (tuples, ``sqlite3.Row``, mappings), as the
+    driver's row factory makes them; code that must run on every engine reads
+    them by position, and code written against one engine runs on the other."""
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the last statement changed (``-1`` when the driver cannot tell)."""
+        ...
+
+    @property
+    def description(self) -> Sequence[Any] | None:
+        """One entry per result column, its name first; ``None`` when the
+        statement returns no rows."""
+        ...
+
+    def fetchone(self) -> Any:
+        """The next row, or ``None`` when there is none left."""
+        ...
+
+    def fetchmany(self, size: int = ...) -> list[Any]:
+        """Up to *size* more rows (the driver's default batch without it)."""
+        ...
+
+    def fetchall(self) -> list[Any]:
+        """Every row left."""
+        ...
+
+    def __iter__(self) -> Iterator[Any]:
+        """``for row in cursor``: the rows left, one at a time."""
+        ...
+
+    def close(self) -> None:
+        """Free the cursor; rows not fetched are dropped."""
+        ...
+
+
+class Tx(Protocol):
+    """A transaction opened by ``with store.transaction()`` (T-1, T-2;
+    A-4 on the async face)."""
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> CursorLike:
+        """Run the caller's own SQL in this transaction, in the driver's
+        placeholder style, and return its cursor (T-2, A-6; see
+        :class:`CursorLike`)."""
+        ...
+
+    @property
+    def connection(self) -> Any:
+        """The driver's connection this transaction runs on."""
+        ...
+
+
+class Job(Protocol):
+    """A claimed job: the handle of one claim, identified by (id, attempt) (Q-4)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def deadline(self) -> datetime:
+        """When this claim lapses; moved by a successful heartbeat (Q-8)."""
+        ...
+
+    def ack(self, tx: object | None = None) -> bool:
+        """Delete the row if this claim is still valid (Q-7, Q-9, T-1)."""
+        ...
+
+    def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
+        """Set the row pending again after *delay_s*, or after the curve's delay
+        when ``None``; dead-letter with *error* at an exhausted budget (Q-10)."""
+        ...
+
+    def fail(self, error: str, tx: object | None = None) -> bool:
+        """Dead-letter the row now with ``last_error = error`` (Q-11)."""
+        ...
+
+    def heartbeat(self, extend_s: float | None = None) -> bool:
+        """Move the deadline to now + *extend_s* (default: the row's visibility
+        timeout); refused once the deadline has passed (Q-8)."""
+        ...
+
+    def release(self) -> bool:
+        """Give an unstarted claim back: pending, ready now, and this claim
+        does not count as an attempt; fenced like the other ops (Q-26)."""
+        ...
+
+    def should_stop(self) -> bool:
+        """True once the handler should wrap up: its worker stops or timed it
+        out, or the claim was lost (W-12). Outside a worker: once the claim's
+        deadline passed or an op on it was refused."""
+        ...
+
+
+class RateLimit(Protocol):
+    """A named GCRA limiter shared by every process on the database (R-1)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def rate(self) -> float: ...
+    @property
+    def per_s(self) -> float: ...
+    @property
+    def burst(self) -> int: ...
+
+    def acquire(self, n: int = 1, wait_s: float = 0) -> bool:
+        """Take *n* units, waiting up to *wait_s* for them; ``False`` when
+        they did not come in time (C-5). One statement per attempt."""
+        ...
+
+
+class Queue(Protocol):
+    """A handle on one queue name with the opts it stamps on enqueues (Q-1)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def opts(self) -> QueueOpts: ...
+
+    def enqueue(
+        self,
+        payload: Any,
+        opts: EnqueueOpts | None = None,
+        tx: object | None = None,
+        *,
+        wait_s: float = 0,
+    ) -> int:
+        """Insert one job and return its id (Q-1, C-3, T-1). On a bounded
+        queue that is full, wait up to *wait_s* for room, then raise
+        ``QueueFull`` (Q-24)."""
+        ...
+
+    def enqueue_many(
+        self, payloads: Sequence[Any], opts: EnqueueOpts | None = None, tx: object | None = None
+    ) -> list[int]:
+        """Insert many jobs in one statement; ids in the order of *payloads*."""
+        ...
+
+    def enqueue_unique(
+        self, key: str, payload: Any, opts: EnqueueOpts | None = None, tx: object | None = None
+    ) -> Enqueued:
+        """Insert a job holding *key*, unless a live job of the queue holds it
+        already: then nothing is written and its id comes back (Q-23)."""
+        ...
+
+    def enqueue_many_unique(
+        self,
+        items: Sequence[tuple[str, Any]],
+        opts: EnqueueOpts | None = None,
+        tx: object | None = None,
+    ) -> list[Enqueued]:
+        """``enqueue_unique`` for each ``(key, payload)``, in one transaction."""
+        ...
+
+    def claim(
+        self, worker_id: str, wait_s: float = 0, rate_limit: RateLimit | None = None
+    ) -> Job | None:
+        """Claim the best claimable job (Q-2..Q-6), waiting up to *wait_s* (Q-19);
+        with *rate_limit*, only while it grants a unit (R-1)."""
+        ...
+
+    def claim_batch(
+        self,
+        worker_id: str,
+        n: int,
+        wait_s: float = 0,
+        rate_limit: RateLimit | None = None,
+    ) -> list[Job]:
+        """Claim up to *n* jobs in one statement, in claim order (Q-2, Q-19)."""
+        ...
+
+    def ack_batch(self, jobs: Sequence[Job]) -> int:
+        """Ack every still-valid claim; return how many landed (Q-9)."""
+        ...
+
+    def cancel(self, job_id: int, tx: object | None = None) -> bool:
+        """Delete a pending or processing job of this queue (Q-13, C-7);
+        joins *tx* like every write (T-1)."""
+        ...
+
+    def get_job(self, job_id: int) -> JobInfo | None:
+        """The job of this queue with that id, in any state (Q-14, C-7)."""
+        ...
+
+    def sweep_expired(self) -> SweepResult:
+        """Dead-letter expired and exhausted rows and purge retained dead rows,
+        in one atomic step (Q-12, Q-15..Q-17)."""
+        ...
+
+    def stats(self) -> QueueStats:
+        """Counts by state, a pure read (C-8)."""
+        ...
+
+    def list_jobs(self, state: JobState, limit: int = 100, after_id: int = 0) -> list[JobInfo]:
+        """Jobs in *state* with ``id > after_id``, ascending id, at most *limit*."""
+        ...
+
+    def redrive(self, job_ids: Sequence[int] | None = None, tx: object | None = None) -> int:
+        """Move dead jobs of this queue back to pending with a fresh budget,
+        keeping their ids; every dead job when ``None`` (Q-21)."""
+        ...
+
+    def purge_dead(
+        self,
+        job_ids: Sequence[int] | None = None,
+        older_than_s: float | None = None,
+        tx: object | None = None,
+    ) -> int:
+        """Delete dead jobs of this queue: the given ids, those dead for at
+        least *older_than_s*, or all (Q-22)."""
+        ...
+
+
+class Outbox(Protocol):
+    """A transactional outbox on the reserved queue ``__alkstore.outbox.<name>`` (Q-20)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def queue(self) -> Queue: ...
+
+    def put(self, payload: Any, tx: object | None = None) -> int:
+        """Enqueue *payload* for delivery, joining *tx* (T-1)."""
+        ...
+
+    def run(
+        self,
+        deliver: Callable[[Any], object] | Callable[[Any], object],
+        stop: _acompat.Event | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        """Deliver until *stop* is set: ack on return, retry by the curve on an
+        exception. On the async face *deliver* is a coroutine function or a
+        plain callable (run in a thread)."""
+        ...
+
+
+class Stream(Protocol):
+    """An append-only log with per-consumer offsets (S-1..S-4)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def publish(self, payload: Any, key: str | None = None, tx: object | None = None) -> int:
+        """Append an event and return its offset (S-1, S-2, S-4, T-1)."""
+        ...
+
+    def read(self, after: int = 0, limit: int = 100) -> list[Event]:
+        """Events with offset > *after*, in offset order, without gaps (S-2)."""
+        ...
+
+    def commit(self, consumer: str, offset: int) -> bool:
+        """Store *consumer*'s offset if it moves forward (S-3)."""
+        ...
+
+    def offset(self, consumer: str) -> int:
+        """*consumer*'s committed offset, 0 when none."""
+        ...
+
+    def wait(self, after: int, timeout_s: float) -> bool:
+        """Wait until an event past *after* exists, or *timeout_s* passes."""
+        ...
+
+    def trim(self, before: int) -> int:
+        """Delete events with offset < *before*; return how many."""
+        ...
+
+
+class Lock(Protocol):
+    """A held TTL lock (L-1..L-4); ``with lock:`` releases it on exit."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def token(self) -> int:
+        """The fencing token: strictly greater for every fresh acquisition (L-4)."""
+        ...
+
+    @property
+    def expires_at(self) -> datetime: ...
+
+    def renew(self, ttl_s: float | None = None) -> bool:
+        """Extend the TTL while still held; ``False`` once it lapsed (L-3)."""
+        ...
+
+    def release(self) -> bool:
+        """Give the lock up; ``False`` if it was no longer held."""
+        ...
+
+    def __enter__(self) -> Lock: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class Listener(Protocol):
+    """Notifications on a set of channels (N-1, N-2), from the moment it was
+    made (on the async face: entered, or first waited on). ``for note
+    in listener`` or ``listener.get(timeout_s)`` takes them."""
+
+    @property
+    def channels(self) -> frozenset[str]: ...
+
+    def get(self, timeout_s: float | None = None) -> Notification | None:
+        """The next notification, or ``None`` after *timeout_s*."""
+        ...
+
+    def __iter__(self) -> Iterator[Notification]: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Listener: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class Store(Protocol):
+    """One open store: the entry point to every primitive (§3). Handles
+    (``queue``, ``outbox``, ``stream``, ``rate_limit``, ``listen``,
+    ``transaction``) are plain objects made without I/O; on the async face
+    every call that does I/O is a coroutine (§14)."""
+
+    @property
+    def url(self) -> str:
+        """The URL the store was opened with (without a password)."""
+        ...
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this engine supports (CF-1)."""
+        ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def queue(self, name: str, opts: QueueOpts | None = None) -> Queue: ...
+
+    def outbox(self, name: str) -> Outbox: ...
+
+    def stream(self, name: str) -> Stream: ...
+
+    def lock(self, name: str, ttl_s: float, owner: str | None = None) -> Lock | None:
+        """Acquire *name* for *ttl_s* seconds, or ``None`` while another owner
+        holds it (L-1..L-4)."""
+        ...
+
+    def notify(self, channel: str, payload: Any, tx: object | None = None) -> None:
+        """Send to the channel's listeners when the write commits (N-1, T-3)."""
+        ...
+
+    def listen(self, *channels: str) -> Listener: ...
+
+    def ack_each(self, jobs: Sequence[Job], tx: object | None = None) -> list[bool]:
+        """Ack handles of any queues of this store in one transaction; one
+        result per handle, in order (Q-9)."""
+        ...
+
+    def claim_any(
+        self,
+        queues: Sequence[str | Queue],
+        worker_id: str,
+        n: int = 1,
+        wait_s: float = 0,
+        rate_limit: RateLimit | None = None,
+    ) -> list[Job]:
+        """Claim up to *n* jobs from the first of *queues*, in that order, that
+        have claimable jobs, blocking on wakes of any of them (W-10)."""
+        ...
+
+    def rate_limit(self, name: str, rate: float, per_s: float, burst: int = 1) -> RateLimit:
+        """A handle on the limiter *name*: *rate* units per *per_s* seconds,
+        *burst* at once (R-1)."""
+        ...
+
+    def stream_stats(self) -> list[StreamStats]:
+        """Every stream with its last offset, stored events and consumers' lag."""
+        ...
+
+    def held_locks(self) -> list[LockInfo]:
+        """Every lock held right now (unexpired), by name."""
+        ...
+
+    def schedule(
+        self,
+        name: str,
+        spec: str,
+        queue: str,
+        payload: Any = None,
+        opts: EnqueueOpts | None = None,
+        tz: str = "UTC",
+    ) -> Schedule:
+        """Create or update a schedule by name (SC-1, SC-2)."""
+        ...
+
+    def unschedule(self, name: str) -> bool: ...
+
+    def schedules(self) -> list[Schedule]: ...
+
+    def tick_schedules(self) -> int:
+        """Enqueue every due fire exactly once; return how many (SC-3, SC-4)."""
+        ...
+
+    def run_schedules(
+        self,
+        stop: _acompat.Event | None = None,
+        owner: str | None = None,
+        lock_ttl_s: float = 30,
+    ) -> None:
+        """Run the leader-elected scheduler loop until *stop* is set (SC-5)."""
+        ...
+
+    def queue_stats(self) -> list[QueueStats]:
+        """Counts for every queue with live or dead rows, by name."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Tx]:
+        """A transaction that commits on normal exit and rolls back on an
+        exception (T-1..T-4) or, on the async face, a cancellation (A-4)."""
+        ...
+
+    def close(self) -> None:
+        """Release every resource; later calls raise ``StoreClosed`` (ST-3)."""
+        ...
+
+    def __enter__(self) -> Store: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
