@@ -13,7 +13,7 @@ import inspect
 
 from alkstore.errors import InvalidArgument
 
-__all__ = ["check_face", "is_async", "wrong_face"]
+__all__ = ["FaceMark", "check_face", "is_async", "wrong_face"]
 
 #: What each face's store is called, for the refusals.
 _STORES = {True: "the async store (alkstore.open_async)", False: "the sync store (alkstore.open)"}
@@ -24,6 +24,21 @@ def is_async(obj: object, method: str) -> bool:
     function: the async face's mark."""
     owner = obj if isinstance(obj, type) else type(obj)
     return inspect.iscoroutinefunction(getattr(owner, method, None))
+
+
+class FaceMark:
+    """A kit class that knows its face once, at class creation, so the checks
+    on hot paths (every handle of an ``ack_batch``) cost one attribute read;
+    *method* names the I/O method that tells the faces apart."""
+
+    __slots__ = ()
+    _async_face = False
+    _face_method = ""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls._face_method:
+            cls._async_face = is_async(cls, cls._face_method)
 
 
 def wrong_face(what: str, obj: object, async_face: bool, takes: str = "") -> InvalidArgument:
@@ -41,7 +56,10 @@ def wrong_face(what: str, obj: object, async_face: bool, takes: str = "") -> Inv
 def check_face(what: str, obj: object, method: str, async_face: bool) -> None:
     """Refuse *obj* unless its *method* matches *async_face* (A-7), naming the
     kit class of this face that stands where *obj*'s class does."""
-    if is_async(obj, method) != async_face:
+    face = getattr(obj, "_async_face", None)  # the kit's classes know theirs
+    if face is None:
+        face = is_async(obj, method)
+    if face is not async_face:
         raise wrong_face(what, obj, async_face, _twin(type(obj), method, async_face))
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from alkstore.errors import InvalidArgument
 from alkstore.types import check_duration, check_int
 
+from .faces import FaceMark
 from .prepare import check_wait
 from .rows import RateSpec
 
@@ -39,7 +40,9 @@ class LockData:
         return True
 
 
-class RateCommon:
+class RateCommon(FaceMark):
+    _face_method = "acquire"
+
     def __init__(self, spec: RateSpec, rate: float, per_s: float, store_id: str) -> None:
         self._spec = spec
         self._rate = float(rate)

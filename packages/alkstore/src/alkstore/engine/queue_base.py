@@ -12,7 +12,7 @@ from alkstore._tracecontext import trace_context_text
 from alkstore.errors import InvalidArgument
 from alkstore.types import EnqueueOpts, JobState, QueueOpts, check_duration, check_int
 
-from .faces import check_face, is_async
+from .faces import FaceMark, check_face
 from .jobs_base import JobData, handle_of
 from .prepare import (
     MAX_CLAIM_BATCH,
@@ -123,15 +123,10 @@ def rate_pause(ready_in: float | None, rate: RateSpec | None) -> float | None:
     return max(ready_in, min(rate.interval_s, 1.0))
 
 
-class QueueBase:
+class QueueBase(FaceMark):
     """Name, opts and the checks both faces share."""
 
-    #: Whether this is the async face's class (A-7: each face takes its own).
-    _async_face = False
-
-    def __init_subclass__(cls) -> None:
-        super().__init_subclass__()
-        cls._async_face = is_async(cls, "claim_batch")
+    _face_method = "claim_batch"
 
     def __init__(self, name: str, opts: QueueOpts) -> None:
         self._name = name

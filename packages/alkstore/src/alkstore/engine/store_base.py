@@ -14,7 +14,7 @@ from alkstore.protocols import Capability
 from alkstore.specs import ScheduleSpec
 from alkstore.types import EnqueueOpts, check_int
 
-from .faces import check_face, is_async
+from .faces import FaceMark, check_face
 from .jobs_base import handle_of
 from .prepare import (
     MAX_CLAIM_BATCH,
@@ -79,17 +79,12 @@ def schedule_parts(
     return parsed, row_at
 
 
-class StoreBase:
+class StoreBase(FaceMark):
     """What the sync and the async store share: what they say of their
     executor, and the argument checks of ``claim_any``."""
 
     _ex: ExecutorBase
-    #: Whether this is the async face's class (A-7: each face takes its own).
-    _async_face = False
-
-    def __init_subclass__(cls) -> None:
-        super().__init_subclass__()
-        cls._async_face = is_async(cls, "claim_any")
+    _face_method = "claim_any"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._ex.url!r})"
