@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
+from alkstore.errors import TransientError
 from alkstore_postgres import PostgresStore
 from alkstore_postgres.testing import ServerSearch
 
 Opener = Callable[..., PostgresStore]
+T = TypeVar("T")
 
 
 def found_url(found: ServerSearch, what: str) -> str:
@@ -41,3 +44,16 @@ def opener(url: str, opts: dict[str, Any]) -> Iterator[Opener]:
     finally:
         for store in opened:
             store.close()
+
+
+def once_back(call: Callable[[], T], timeout_s: float) -> T:
+    """*call*'s result once it stops failing with ``TransientError`` (a
+    server coming back); the test fails after *timeout_s*."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except TransientError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the store did not recover within {timeout_s} s")
+            time.sleep(0.1)

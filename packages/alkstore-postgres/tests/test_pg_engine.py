@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_server import once_back
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
@@ -625,6 +626,16 @@ def test_a_unix_socket_url_works(schema: str) -> None:
 # ------------------------------------------------------------ lock timeout (E-2)
 
 
+def _lock_waiters(admin: Admin, app: str, event: str | None = None) -> list[int]:
+    """The backends of *app* waiting for a lock (of the *event* kind, when given)."""
+    rows = admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+        "AND wait_event_type = 'Lock' AND (%s::text IS NULL OR wait_event = %s)",
+        (app, event, event),
+    ).fetchall()
+    return [int(pid) for (pid,) in rows]
+
+
 def _lock_row(conn: psycopg.Connection[Any], store: PostgresStore, job_id: int) -> None:
     """Hold the row lock of *job_id* in *conn*'s open transaction."""
     table = sql.Identifier(store.schema, "jobs")
@@ -728,12 +739,7 @@ def test_a_write_whose_connection_dies_before_commit_is_retried_once(
         worker.start()
 
         def waiting() -> list[int]:
-            rows = admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-                "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
-                (app,),
-            ).fetchall()
-            return [int(pid) for (pid,) in rows]
+            return _lock_waiters(admin, app, "advisory")
 
         _eventually(waiting)
         first = waiting()
@@ -767,12 +773,7 @@ def test_a_write_whose_connection_dies_after_sending_is_not_retried(
         worker.start()
 
         def waiting() -> list[int]:
-            rows = admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-                "AND wait_event_type = 'Lock'",
-                (app,),
-            ).fetchall()
-            return [int(pid) for (pid,) in rows]
+            return _lock_waiters(admin, app)
 
         _eventually(waiting)
         for pid in waiting():
@@ -814,15 +815,7 @@ def test_an_outage_bounds_blocked_claims_and_the_store_recovers() -> None:
             q.claim("w", wait_s=2)
         assert time.monotonic() - started < 2 + 2.5
         cluster.start()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                job_id = q.enqueue("after")
-                break
-            except TransientError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        job_id = once_back(lambda: q.enqueue("after"), 30)
         job = q.claim("w", wait_s=5)
         assert job is not None and job.id == job_id
         store.close()
