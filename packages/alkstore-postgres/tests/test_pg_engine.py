@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from fix_server import once_back
+from fix_server import blocked_claim, once_back
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
@@ -250,17 +250,12 @@ def test_listener_reconnects_and_still_wakes_a_blocked_claim(
     assert old_pid is not None
     _terminate(admin, old_pid)
     _eventually(lambda: _listener_up(store) and _listener_pid(store) not in (None, old_pid))
-    result: list[object] = []
-    started = time.monotonic()
-    claimer = threading.Thread(target=lambda: result.append(q.claim("w", wait_s=30)))
-    claimer.start()
-    time.sleep(0.3)
-    producer.queue("wake").enqueue("hello")
-    claimer.join(30)
-    elapsed = time.monotonic() - started
-    assert result and result[0] is not None
+    woken = blocked_claim(
+        q, lambda: producer.queue("wake").enqueue("hello"), wait_s=30, pause_s=0.3
+    )
+    assert woken.result is not None
     # Woken by the NOTIFY, not by the 5 s fallback poll.
-    assert elapsed < 4.0
+    assert woken.from_start < 4.0
 
 
 def test_a_listener_lost_mid_wait_makes_sleepers_look_again(
@@ -270,20 +265,18 @@ def test_a_listener_lost_mid_wait_makes_sleepers_look_again(
     q = store.queue("lost")
     store.executor.start_wakes()  # as a blocked claim does
     _eventually(lambda: _listener_up(store) and _listener_pid(store) is not None)
-    result: list[object] = []
-    started = time.monotonic()
-    claimer = threading.Thread(target=lambda: result.append(q.claim("w", wait_s=30)))
-    claimer.start()
-    time.sleep(0.2)
-    pid = _listener_pid(store)
-    assert pid is not None
-    _terminate(admin, pid)
-    # Likely sent while the listener is away: only the re-check after the
-    # reconnect finds it.
-    producer.queue("lost").enqueue("while away")
-    claimer.join(30)
-    assert result and result[0] is not None
-    assert time.monotonic() - started < 4.0
+
+    def away() -> None:
+        pid = _listener_pid(store)
+        assert pid is not None
+        _terminate(admin, pid)
+        # Likely sent while the listener is away: only the re-check after the
+        # reconnect finds it.
+        producer.queue("lost").enqueue("while away")
+
+    woken = blocked_claim(q, away, wait_s=30, pause_s=0.2)
+    assert woken.result is not None
+    assert woken.from_start < 4.0
 
 
 def test_user_listeners_survive_a_reconnect(store: PostgresStore, admin: Admin) -> None:

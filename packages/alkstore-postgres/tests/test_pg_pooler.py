@@ -6,14 +6,12 @@ checks."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from fix_server import Opener, found_url, opener
+from fix_server import Opener, blocked_claim, found_url, opener
 
 from alkstore import Capability, UnsupportedOperation
 from alkstore_postgres.testing import HOOKS, provide_pgbouncer
@@ -99,12 +97,6 @@ def test_with_listen_url_notifications_and_wakes_come_by_listen(
 def test_the_poller_wakes_a_blocked_claim_soon(pooled: Opener) -> None:
     waiting, producer = pooled(), pooled()
     q = waiting.queue("q")
-    got: list[object] = []
-    t = threading.Thread(target=lambda: got.append(q.claim("w", wait_s=20)))
-    t.start()
-    time.sleep(0.5)
-    started = time.monotonic()
-    producer.queue("q").enqueue("late")
-    t.join(20)
-    assert got and got[0] is not None
-    assert time.monotonic() - started < 1.5  # a poll (50 ms), not the 5 s fallback
+    woken = blocked_claim(q, lambda: producer.queue("q").enqueue("late"), wait_s=20, pause_s=0.5)
+    assert woken.result is not None
+    assert woken.from_meanwhile < 1.5  # a poll (50 ms), not the 5 s fallback
