@@ -238,14 +238,20 @@ def _terminate(admin: Admin, pid: int) -> None:
     admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
 
 
-def test_listener_reconnects_and_still_wakes_a_blocked_claim(
-    open_store: Opener, admin: Admin
-) -> None:
+def _listening(open_store: Opener) -> tuple[PostgresStore, PostgresStore]:
+    """A store whose listener is connected, and a producer beside it."""
     store, producer = open_store(), open_store()
-    q = store.queue("wake")
     store.executor.start_wakes()  # as a blocked claim does
     # It connects in the background: on a loaded machine, after the start.
     _eventually(lambda: _listener_up(store) and _listener_pid(store) is not None)
+    return store, producer
+
+
+def test_listener_reconnects_and_still_wakes_a_blocked_claim(
+    open_store: Opener, admin: Admin
+) -> None:
+    store, producer = _listening(open_store)
+    q = store.queue("wake")
     old_pid = _listener_pid(store)
     assert old_pid is not None
     _terminate(admin, old_pid)
@@ -261,10 +267,8 @@ def test_listener_reconnects_and_still_wakes_a_blocked_claim(
 def test_a_listener_lost_mid_wait_makes_sleepers_look_again(
     open_store: Opener, admin: Admin
 ) -> None:
-    store, producer = open_store(), open_store()
+    store, producer = _listening(open_store)
     q = store.queue("lost")
-    store.executor.start_wakes()  # as a blocked claim does
-    _eventually(lambda: _listener_up(store) and _listener_pid(store) is not None)
 
     def away() -> None:
         pid = _listener_pid(store)
