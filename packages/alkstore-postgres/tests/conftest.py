@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from fix_server import found_url, opener
 
 from alkstore_postgres import PostgresStore
 from alkstore_postgres.testing import HOOKS, provide_server
@@ -18,11 +18,7 @@ from alkstore_postgres.testing import HOOKS, provide_server
 def pg_url() -> Iterator[str]:
     """The URL of a PostgreSQL server; skipped without one, failed under CI."""
     with provide_server() as found:
-        if found.url is None:
-            if os.environ.get("CI", "").lower() == "true":
-                pytest.fail(f"CI needs PostgreSQL: {found.reason}", pytrace=False)
-            pytest.skip(found.reason)
-        yield found.url
+        yield found_url(found, "PostgreSQL")
 
 
 @pytest.fixture
@@ -36,16 +32,8 @@ def schema(pg_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
 def open_store(pg_url: str, schema: str) -> Iterator[Callable[..., PostgresStore]]:
     """Opens stores on the test's schema (options may override it); closes
     them all afterwards."""
-    opened: list[PostgresStore] = []
-
-    def factory(**opts: object) -> PostgresStore:
-        store = PostgresStore(pg_url, **{"schema": schema, **opts})
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
+    with opener(pg_url, {"schema": schema}) as factory:
+        yield factory
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_server import blocked_claim, once_back
 from psycopg import sql
 from psycopg_pool import PoolTimeout
 
@@ -237,52 +238,49 @@ def _terminate(admin: Admin, pid: int) -> None:
     admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
 
 
-def test_listener_reconnects_and_still_wakes_a_blocked_claim(
-    open_store: Opener, admin: Admin
-) -> None:
+def _listening(open_store: Opener) -> tuple[PostgresStore, PostgresStore]:
+    """A store whose listener is connected, and a producer beside it."""
     store, producer = open_store(), open_store()
-    q = store.queue("wake")
     store.executor.start_wakes()  # as a blocked claim does
     # It connects in the background: on a loaded machine, after the start.
     _eventually(lambda: _listener_up(store) and _listener_pid(store) is not None)
+    return store, producer
+
+
+def test_listener_reconnects_and_still_wakes_a_blocked_claim(
+    open_store: Opener, admin: Admin
+) -> None:
+    store, producer = _listening(open_store)
+    q = store.queue("wake")
     old_pid = _listener_pid(store)
     assert old_pid is not None
     _terminate(admin, old_pid)
     _eventually(lambda: _listener_up(store) and _listener_pid(store) not in (None, old_pid))
-    result: list[object] = []
-    started = time.monotonic()
-    claimer = threading.Thread(target=lambda: result.append(q.claim("w", wait_s=30)))
-    claimer.start()
-    time.sleep(0.3)
-    producer.queue("wake").enqueue("hello")
-    claimer.join(30)
-    elapsed = time.monotonic() - started
-    assert result and result[0] is not None
+    woken = blocked_claim(
+        q, lambda: producer.queue("wake").enqueue("hello"), wait_s=30, pause_s=0.3
+    )
+    assert woken.result is not None
     # Woken by the NOTIFY, not by the 5 s fallback poll.
-    assert elapsed < 4.0
+    assert woken.from_start < 4.0
 
 
 def test_a_listener_lost_mid_wait_makes_sleepers_look_again(
     open_store: Opener, admin: Admin
 ) -> None:
-    store, producer = open_store(), open_store()
+    store, producer = _listening(open_store)
     q = store.queue("lost")
-    store.executor.start_wakes()  # as a blocked claim does
-    _eventually(lambda: _listener_up(store) and _listener_pid(store) is not None)
-    result: list[object] = []
-    started = time.monotonic()
-    claimer = threading.Thread(target=lambda: result.append(q.claim("w", wait_s=30)))
-    claimer.start()
-    time.sleep(0.2)
-    pid = _listener_pid(store)
-    assert pid is not None
-    _terminate(admin, pid)
-    # Likely sent while the listener is away: only the re-check after the
-    # reconnect finds it.
-    producer.queue("lost").enqueue("while away")
-    claimer.join(30)
-    assert result and result[0] is not None
-    assert time.monotonic() - started < 4.0
+
+    def away() -> None:
+        pid = _listener_pid(store)
+        assert pid is not None
+        _terminate(admin, pid)
+        # Likely sent while the listener is away: only the re-check after the
+        # reconnect finds it.
+        producer.queue("lost").enqueue("while away")
+
+    woken = blocked_claim(q, away, wait_s=30, pause_s=0.2)
+    assert woken.result is not None
+    assert woken.from_start < 4.0
 
 
 def test_user_listeners_survive_a_reconnect(store: PostgresStore, admin: Admin) -> None:
@@ -625,6 +623,16 @@ def test_a_unix_socket_url_works(schema: str) -> None:
 # ------------------------------------------------------------ lock timeout (E-2)
 
 
+def _lock_waiters(admin: Admin, app: str, event: str | None = None) -> list[int]:
+    """The backends of *app* waiting for a lock (of the *event* kind, when given)."""
+    rows = admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+        "AND wait_event_type = 'Lock' AND (%s::text IS NULL OR wait_event = %s)",
+        (app, event, event),
+    ).fetchall()
+    return [int(pid) for (pid,) in rows]
+
+
 def _lock_row(conn: psycopg.Connection[Any], store: PostgresStore, job_id: int) -> None:
     """Hold the row lock of *job_id* in *conn*'s open transaction."""
     table = sql.Identifier(store.schema, "jobs")
@@ -728,12 +736,7 @@ def test_a_write_whose_connection_dies_before_commit_is_retried_once(
         worker.start()
 
         def waiting() -> list[int]:
-            rows = admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-                "AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
-                (app,),
-            ).fetchall()
-            return [int(pid) for (pid,) in rows]
+            return _lock_waiters(admin, app, "advisory")
 
         _eventually(waiting)
         first = waiting()
@@ -767,12 +770,7 @@ def test_a_write_whose_connection_dies_after_sending_is_not_retried(
         worker.start()
 
         def waiting() -> list[int]:
-            rows = admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-                "AND wait_event_type = 'Lock'",
-                (app,),
-            ).fetchall()
-            return [int(pid) for (pid,) in rows]
+            return _lock_waiters(admin, app)
 
         _eventually(waiting)
         for pid in waiting():
@@ -814,15 +812,7 @@ def test_an_outage_bounds_blocked_claims_and_the_store_recovers() -> None:
             q.claim("w", wait_s=2)
         assert time.monotonic() - started < 2 + 2.5
         cluster.start()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                job_id = q.enqueue("after")
-                break
-            except TransientError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        job_id = once_back(lambda: q.enqueue("after"), 30)
         job = q.claim("w", wait_s=5)
         assert job is not None and job.id == job_id
         store.close()

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 from fix_cluster import Cluster, cluster
+from fix_server import blocked_claim, once_back
 
 from alkstore import AlkstoreError, Job, QueueOpts, TransientError
 from alkstore_postgres import PostgresStore
@@ -137,15 +138,9 @@ def test_the_listener_recovers_after_its_backend_is_terminated(
         assert got is not None and got.payload == "back"
     # And wakes: a blocked claim returns soon after an enqueue.
     q = store.queue("wakes")
-    out: list[Any] = []
-    claimer = threading.Thread(target=lambda: out.append(q.claim("w", wait_s=10)))
-    claimer.start()
-    time.sleep(0.5)
-    started = time.monotonic()
-    Errors().retry(lambda: q.enqueue("x"))
-    claimer.join(15)
-    assert out and out[0] is not None
-    assert time.monotonic() - started < 2.0
+    woken = blocked_claim(q, lambda: Errors().retry(lambda: q.enqueue("x")), wait_s=10, pause_s=0.5)
+    assert woken.result is not None
+    assert woken.from_meanwhile < 2.0
 
 
 def test_calls_after_the_pools_backends_were_terminated_just_work(
@@ -209,14 +204,7 @@ def test_an_outage_raises_only_transient_errors_and_the_store_recovers(
             assert isinstance(info.value, TransientError), repr(info.value)
     finally:
         cluster.start()
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            job = q.claim("w")
-            break
-        except TransientError:
-            assert time.monotonic() < deadline, "the store did not recover after the outage"
-            time.sleep(0.1)
+    job = once_back(lambda: q.claim("w"), 20)
     assert job is not None and job.payload == "before" and job.ack()
     store.close()
 

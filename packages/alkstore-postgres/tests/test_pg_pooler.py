@@ -6,46 +6,31 @@ checks."""
 
 from __future__ import annotations
 
-import os
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from fix_server import Opener, blocked_claim, found_url, opener
 
 from alkstore import Capability, UnsupportedOperation
-from alkstore_postgres import PostgresStore
 from alkstore_postgres.testing import HOOKS, provide_pgbouncer
-
-Opener = Callable[..., PostgresStore]
 
 
 @pytest.fixture(scope="module")
 def bouncer(pg_url: str) -> Iterator[str]:
     with provide_pgbouncer(pg_url, pool_size=1) as found:
-        if found.url is None:
-            if os.environ.get("CI", "").lower() == "true":
-                pytest.fail(f"CI needs PgBouncer: {found.reason}", pytrace=False)
-            pytest.skip(found.reason)
-        yield found.url
+        yield found_url(found, "PgBouncer")
 
 
 @pytest.fixture
 def pooled(bouncer: str, request: pytest.FixtureRequest) -> Iterator[Opener]:
     """Opens pooler-mode stores through the bouncer on a fresh schema."""
-    opened: list[PostgresStore] = []
-    with HOOKS.isolated(bouncer, {"pooler": True}, request.node.name) as (url, opts):
-
-        def factory(**more: Any) -> PostgresStore:
-            store = PostgresStore(url, **{**opts, **more})
-            opened.append(store)
-            return store
-
+    with (
+        HOOKS.isolated(bouncer, {"pooler": True}, request.node.name) as (url, opts),
+        opener(url, dict(opts)) as factory,
+    ):
         yield factory
-        for store in opened:
-            store.close()
 
 
 def _session(bouncer: str) -> tuple[Any, ...]:
@@ -112,12 +97,6 @@ def test_with_listen_url_notifications_and_wakes_come_by_listen(
 def test_the_poller_wakes_a_blocked_claim_soon(pooled: Opener) -> None:
     waiting, producer = pooled(), pooled()
     q = waiting.queue("q")
-    got: list[object] = []
-    t = threading.Thread(target=lambda: got.append(q.claim("w", wait_s=20)))
-    t.start()
-    time.sleep(0.5)
-    started = time.monotonic()
-    producer.queue("q").enqueue("late")
-    t.join(20)
-    assert got and got[0] is not None
-    assert time.monotonic() - started < 1.5  # a poll (50 ms), not the 5 s fallback
+    woken = blocked_claim(q, lambda: producer.queue("q").enqueue("late"), wait_s=20, pause_s=0.5)
+    assert woken.result is not None
+    assert woken.from_meanwhile < 1.5  # a poll (50 ms), not the 5 s fallback

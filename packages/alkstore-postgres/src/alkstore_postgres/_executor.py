@@ -53,6 +53,7 @@ from alkstore.protocols import Tx
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
 from ._combine import EnqueueCombiner
+from ._drive import drive
 from ._errors import translate_errors
 from ._executor_base import (
     OUTAGE_POOL_WAIT_S,
@@ -65,7 +66,7 @@ from ._listen import ListenerLoop, Poller
 from ._listen_base import ListenerCore, PollCore
 from ._ops import user_channel
 from ._options import Config
-from ._plan import Op, Progress, drive
+from ._plan import Op, Progress
 from ._schema import open_plan
 from ._tx import PostgresTx, resolve_sync
 

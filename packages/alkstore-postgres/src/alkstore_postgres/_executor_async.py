@@ -55,6 +55,7 @@ from alkstore.protocols import AsyncTx
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
 from ._combine_async import AsyncEnqueueCombiner
+from ._drive_async import drive_async
 from ._errors import translate_errors
 from ._executor_base import (
     OUTAGE_POOL_WAIT_S,
@@ -67,7 +68,7 @@ from ._listen_async import AsyncListenerLoop, AsyncPoller
 from ._listen_base import ListenerCore, PollCore
 from ._ops import user_channel
 from ._options import Config
-from ._plan import Op, Progress, drive_async
+from ._plan import Op, Progress
 from ._schema import open_plan
 from ._tx_async import AsyncPostgresTx, resolve_async
 

@@ -3,11 +3,11 @@
 Every operation of the engine is written once, as a *plan*: a generator that
 yields :class:`Q` steps (a statement, its parameters, what to fetch) and
 receives each step's result, so it can decide what to run next from what
-came back. :func:`drive` runs a plan on a ``psycopg.Connection`` and
-:func:`drive_async` on a ``psycopg.AsyncConnection``; those ten lines are the
-only code that differs between the two faces. A driver error is thrown into
-the plan at the step that failed, so plans (and the scopes below) can roll
-back what they began.
+came back. The driver (:mod:`._drive_async`, and :mod:`._drive` made from
+it) runs a plan on a ``psycopg.AsyncConnection`` or a ``psycopg.Connection``:
+the only code that differs between the two faces. A driver error is thrown
+into the plan at the step that failed, so plans (and the scopes below) can
+roll back what they began.
 
 An :class:`Op` is a plan factory plus what the runner must know: whether it
 writes, whether its statements must commit together, and what a blocked
@@ -39,7 +39,6 @@ from typing import Any, Generic, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
-from psycopg.rows import tuple_row
 
 __all__ = [
     "ALL",
@@ -51,8 +50,6 @@ __all__ = [
     "Progress",
     "Q",
     "caller_scope",
-    "drive",
-    "drive_async",
     "pooled_scope",
 ]
 
@@ -201,93 +198,3 @@ def caller_scope(
     if not ours:
         inner = _with_local_lock_timeout(f"{lock_timeout_ms}ms", inner)
     return _in_savepoint(inner) if op.atomic else inner
-
-
-# -------------------------------------------------------------------- drivers
-
-
-def _mark(
-    progress: Progress | None,
-    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
-    step: Q,
-) -> None:
-    """Before *step* is sent: it may change the database if it commits, or
-    if it is a statement sent on an autocommit connection outside a
-    transaction block (it commits on its own)."""
-    if progress is None or progress.unsafe or step.kind == "control":
-        return
-    if step.kind == "commit" or (
-        conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
-    ):
-        progress.unsafe = True
-
-
-def drive(
-    conn: psycopg.Connection[Any],
-    plan: Plan[T],
-    *,
-    prepare: bool | None,
-    progress: Progress | None = None,
-) -> T:
-    """Run *plan* on *conn*, step by step; driver errors go back into it.
-    *progress* (for writes) records whether a change may have been sent."""
-    cur = conn.cursor(row_factory=tuple_row)
-    value: Any = None
-    error: psycopg.Error | None = None
-    try:
-        while True:
-            try:
-                step = plan.throw(error) if error is not None else plan.send(value)
-            except StopIteration as done:
-                result: T = done.value
-                return result
-            value, error = None, None
-            _mark(progress, conn, step)
-            try:
-                cur.execute(step.text, step.params, prepare=prepare)
-                if step.fetch == ONE:
-                    value = cur.fetchone()
-                elif step.fetch == ALL:
-                    value = cur.fetchall()
-                elif step.fetch == ROWCOUNT:
-                    value = cur.rowcount
-            except psycopg.Error as exc:
-                error = exc
-    finally:
-        plan.close()
-        cur.close()
-
-
-async def drive_async(
-    conn: psycopg.AsyncConnection[Any],
-    plan: Plan[T],
-    *,
-    prepare: bool | None,
-    progress: Progress | None = None,
-) -> T:
-    """:func:`drive` on an ``AsyncConnection``: the same steps, awaited."""
-    cur = conn.cursor(row_factory=tuple_row)
-    value: Any = None
-    error: psycopg.Error | None = None
-    try:
-        while True:
-            try:
-                step = plan.throw(error) if error is not None else plan.send(value)
-            except StopIteration as done:
-                result: T = done.value
-                return result
-            value, error = None, None
-            _mark(progress, conn, step)
-            try:
-                await cur.execute(step.text, step.params, prepare=prepare)
-                if step.fetch == ONE:
-                    value = await cur.fetchone()
-                elif step.fetch == ALL:
-                    value = await cur.fetchall()
-                elif step.fetch == ROWCOUNT:
-                    value = cur.rowcount
-            except psycopg.Error as exc:
-                error = exc
-    finally:
-        plan.close()
-        await cur.close()

@@ -9,6 +9,7 @@ from alkstore.engine import AsyncKitStore, KitStore
 
 from ._executor import PgExecutor
 from ._executor_async import AsyncPgExecutor
+from ._executor_base import ExecutorBase
 from ._options import parse_options
 from ._url import ENGINE_OPTIONS, parse_url
 
@@ -22,7 +23,29 @@ __all__ = [
 ]
 
 
-class PostgresStore(KitStore):
+class _PgFacts:
+    """What both faces of the store tell about their database."""
+
+    _base: ExecutorBase
+
+    @property
+    def schema(self) -> str:
+        """The PostgreSQL schema holding the engine's tables."""
+        return self._base.schema
+
+    @property
+    def dsn(self) -> str:
+        """The libpq connection string of this store, engine options removed
+        and password kept, for the application's own connections (EN-3):
+        ``psycopg.connect(store.dsn)``, or ``psycopg.AsyncConnection.connect``
+        for the async store. Never log it."""
+        return self._base.config.conninfo
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._base.url!r}, schema={self.schema!r})"
+
+
+class PostgresStore(_PgFacts, KitStore):
     """An alkstore store in one schema of a PostgreSQL database.
 
     *url* is a ``postgresql://`` (or ``postgres://``) URL or a libpq
@@ -37,57 +60,20 @@ class PostgresStore(KitStore):
     """
 
     def __init__(self, url: str, **options: Any) -> None:
-        super().__init__(PgExecutor(parse_options(url, options)))
-
-    @property
-    def _pg(self) -> PgExecutor:
-        ex = self.executor
-        assert isinstance(ex, PgExecutor)
-        return ex
-
-    @property
-    def schema(self) -> str:
-        """The PostgreSQL schema holding the engine's tables."""
-        return self._pg.schema
-
-    @property
-    def dsn(self) -> str:
-        """The libpq connection string of this store, engine options removed
-        and password kept, for the application's own connections (EN-3):
-        ``psycopg.connect(store.dsn)``. Never log it."""
-        return self._pg.config.conninfo
-
-    def __repr__(self) -> str:
-        return f"PostgresStore({self.url!r}, schema={self.schema!r})"
+        self._base = executor = PgExecutor(parse_options(url, options))
+        super().__init__(executor)
 
     def __enter__(self) -> PostgresStore:
         return self
 
 
-class AsyncPostgresStore(AsyncKitStore):
+class AsyncPostgresStore(_PgFacts, AsyncKitStore):
     """The async face of :class:`PostgresStore` (SPEC §14): psycopg's async
     connections, pool and LISTEN, on the caller's event loop."""
 
     def __init__(self, executor: AsyncPgExecutor) -> None:
+        self._base = executor
         super().__init__(executor)
-
-    @property
-    def _pg(self) -> AsyncPgExecutor:
-        ex = self.executor
-        assert isinstance(ex, AsyncPgExecutor)
-        return ex
-
-    @property
-    def schema(self) -> str:
-        return self._pg.schema
-
-    @property
-    def dsn(self) -> str:
-        """As :attr:`PostgresStore.dsn`: for ``psycopg.AsyncConnection.connect``."""
-        return self._pg.config.conninfo
-
-    def __repr__(self) -> str:
-        return f"AsyncPostgresStore({self.url!r}, schema={self.schema!r})"
 
     async def __aenter__(self) -> AsyncPostgresStore:
         return self
