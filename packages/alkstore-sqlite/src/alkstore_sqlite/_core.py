@@ -28,7 +28,7 @@ from ._tx import SQLiteTx, resolve_tx, run_on
 from ._watcher import Watcher
 from ._writer import queue_for
 
-__all__ = ["Core", "Part"]
+__all__ = ["Core"]
 
 T = TypeVar("T")
 
@@ -263,12 +263,3 @@ class Core:
     def _on_commit(self) -> None:
         self._wakeboard.bump_all()
         self.after_commit()
-
-
-class Part:
-    """One area of the executor (queues, streams, ...): it reads and writes
-    through the store's :class:`Core`."""
-
-    def __init__(self, core: Core) -> None:
-        self._read = core.read
-        self._write = core.write

@@ -1,17 +1,16 @@
 """The SQLite engine's executor: the I/O behind every contract call (docs/adr/0010).
 
 The kit (:mod:`alkstore.engine`) implements the public API above
-:class:`SQLiteExecutor`. The executor is one object made of one part per
-area over a shared :class:`~._core.Core` (connections, the write queue,
+:class:`SQLiteExecutor`. The executor is one object holding one component
+per area over a shared :class:`~._core.Core` (connections, the write queue,
 transactions, wakes): :class:`~._queues.QueueOps` (SPEC §5, §15, §16, rate
 limits), :class:`~._streams.StreamOps` (§7), :class:`~._locks.LockOps` (§8),
-:class:`~._notes.NoteOps` (§10) and :class:`~._schedules.ScheduleOps` (§9).
+:class:`~._schedules.ScheduleOps` (§9) and :class:`~._notes.NoteOps` (§10).
 Their SQL is in :mod:`._sql`.
 
-Each :class:`~alkstore.engine.Executor` operation is a method the executor
-inherits from its part: a call costs what a method call costs, with no
-forwarding in between. The parts share no names but the :class:`~._core.Part`
-they build on.
+Each :class:`~alkstore.engine.Executor` operation is the component's bound
+method, stored on the executor when it is built: a call costs what a method
+call costs, with no forwarding in between.
 """
 
 from __future__ import annotations
@@ -29,11 +28,29 @@ from ._streams import StreamOps
 __all__ = ["SQLiteExecutor"]
 
 
-class SQLiteExecutor(QueueOps, StreamOps, LockOps, NoteOps, ScheduleOps):
+class SQLiteExecutor:
     """The whole :class:`~alkstore.engine.seam.Executor` of the SQLite engine."""
 
-    def __init__(self, core: Core) -> None:
-        super().__init__(core)
+    def __init__(
+        self,
+        path: str,
+        *,
+        url: str,
+        busy_timeout_s: float,
+        synchronous: str,
+        poll_interval_s: float,
+        notifications_cap: int,
+        migrate: bool = True,
+    ) -> None:
+        core = Core(
+            path,
+            url=url,
+            busy_timeout_s=busy_timeout_s,
+            synchronous=synchronous,
+            poll_interval_s=poll_interval_s,
+            notifications_cap=notifications_cap,
+            migrate=migrate,
+        )
         self.core = core
         self.path = core.path
         self.url = core.url
@@ -44,7 +61,55 @@ class SQLiteExecutor(QueueOps, StreamOps, LockOps, NoteOps, ScheduleOps):
         self.fallback_s = core.fallback_s
         self.transaction = core.transaction
         self.resolve_tx = core.resolve_tx
-        core.after_commit = self.on_commit
+
+        queues = QueueOps(core)
+        self.insert_jobs = queues.insert_jobs
+        self.claim = queues.claim
+        self.next_ready = queues.next_ready
+        self.ack = queues.ack
+        self.retry = queues.retry
+        self.fail = queues.fail
+        self.release = queues.release
+        self.heartbeat = queues.heartbeat
+        self.cancel = queues.cancel
+        self.get_job = queues.get_job
+        self.list_jobs = queues.list_jobs
+        self.queue_stats = queues.queue_stats
+        self.sweep = queues.sweep
+        self.redrive = queues.redrive
+        self.purge_dead = queues.purge_dead
+        self.acquire_rate = queues.acquire_rate
+
+        streams = StreamOps(core)
+        self.publish = streams.publish
+        self.read_events = streams.read_events
+        self.has_event_after = streams.has_event_after
+        self.commit_offset = streams.commit_offset
+        self.get_offset = streams.get_offset
+        self.trim = streams.trim
+        self.stream_stats = streams.stream_stats
+
+        locks = LockOps(core)
+        self.acquire_lock = locks.acquire_lock
+        self.renew_lock = locks.renew_lock
+        self.release_lock = locks.release_lock
+        self.held_locks = locks.held_locks
+
+        notes = NoteOps(core)
+        self._notes = notes
+        core.after_commit = notes.on_commit
+        self.notify = notes.notify
+        self.subscribe = notes.subscribe
+        self.unsubscribe = notes.unsubscribe
+
+        schedules = ScheduleOps(core)
+        self.clock = schedules.clock
+        self.upsert_schedule = schedules.upsert_schedule
+        self.delete_schedule = schedules.delete_schedule
+        self.list_schedules = schedules.list_schedules
+        self.due_schedules = schedules.due_schedules
+        self.fire_schedule = schedules.fire_schedule
+        self.seconds_to_next_fire = schedules.seconds_to_next_fire
 
     def __repr__(self) -> str:
         return f"SQLiteExecutor({self.path!r})"
@@ -56,4 +121,4 @@ class SQLiteExecutor(QueueOps, StreamOps, LockOps, NoteOps, ScheduleOps):
     def close(self) -> None:
         """Stop the watcher, forget the listeners, close every connection (ST-3)."""
         self.core.close()
-        self.clear()
+        self._notes.clear()

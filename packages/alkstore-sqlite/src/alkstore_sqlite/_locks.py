@@ -9,14 +9,18 @@ from datetime import datetime
 from alkstore.types import LockInfo
 
 from . import _sql
-from ._core import Part
+from ._core import Core
 from ._time import micros, now_us, to_datetime
 
 __all__ = ["LockOps"]
 
 
-class LockOps(Part):
+class LockOps:
     """Acquiring, renewing, releasing and listing locks."""
+
+    def __init__(self, core: Core) -> None:
+        self._read = core.read
+        self._write = core.write
 
     def acquire_lock(self, name: str, owner: str, ttl_s: float) -> tuple[int, datetime] | None:
         def run(conn: sqlite3.Connection) -> tuple[int, datetime] | None:

@@ -15,18 +15,19 @@ from alkstore.engine import NoteSink
 from alkstore.errors import StoreClosed
 
 from . import _sql
-from ._core import Core, Part
+from ._core import Core
 from ._time import now_us
 
 __all__ = ["NoteOps"]
 
 
-class NoteOps(Part):
+class NoteOps:
     """``notify`` and the delivery to listeners."""
 
     def __init__(self, core: Core) -> None:
-        super().__init__(core)
         self._core = core
+        self._read = core.read
+        self._write = core.write
         self._sinks: dict[NoteSink, int] = {}
         self._sinks_lock = threading.Lock()
         cap = core.notifications_cap

@@ -16,7 +16,7 @@ from alkstore.errors import QueueFull, TransientError
 from alkstore.types import JobState, QueueStats, SweepResult
 
 from . import _sql
-from ._core import Part
+from ._core import Core
 from ._time import from_datetime, micros, now_us, to_datetime
 
 __all__ = ["QueueOps"]
@@ -65,8 +65,12 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
     }
 
 
-class QueueOps(Part):
+class QueueOps:
     """Enqueue, claim, settle and operate on jobs; rate limits."""
+
+    def __init__(self, core: Core) -> None:
+        self._read = core.read
+        self._write = core.write
 
     # ------------------------------------------------------------------ enqueue
 

@@ -11,7 +11,7 @@ from typing import Any
 from alkstore.engine import NewJob, ScheduleRow, schedule_row
 
 from . import _sql
-from ._core import Part
+from ._core import Core
 from ._queues import insert_params
 from ._time import from_datetime, now_us, to_datetime
 
@@ -22,8 +22,12 @@ def _schedule_row(row: Sequence[Any]) -> ScheduleRow:
     return schedule_row(row, to_datetime)
 
 
-class ScheduleOps(Part):
+class ScheduleOps:
     """The engine's clock and the schedule rows."""
+
+    def __init__(self, core: Core) -> None:
+        self._read = core.read
+        self._write = core.write
 
     def clock(self) -> datetime:
         return to_datetime(now_us())

@@ -17,7 +17,6 @@ from alkstore.engine.threaded import Runner
 from alkstore.errors import AlkstoreError, InvalidArgument
 from alkstore.types import check_duration, check_int
 
-from ._core import Core
 from ._executor import SQLiteExecutor
 from ._url import OPTION_TYPES, parse_url
 
@@ -47,7 +46,7 @@ def _executor(
     if synchronous not in ("full", "normal"):
         raise InvalidArgument(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
     cap = check_int("notifications_cap", notifications_cap, 0, 2**62)
-    core = Core(
+    return SQLiteExecutor(
         path,
         url=url or f"sqlite:///{path}",
         busy_timeout_s=busy,
@@ -56,7 +55,6 @@ def _executor(
         notifications_cap=cap,
         migrate=check_bool_option("migrate", migrate),
     )
-    return SQLiteExecutor(core)
 
 
 class SQLiteStore(KitStore):

@@ -14,14 +14,18 @@ from alkstore.engine import EventRow, stream_stats_of
 from alkstore.types import StreamStats
 
 from . import _sql
-from ._core import Part
+from ._core import Core
 from ._time import now_us, to_datetime
 
 __all__ = ["StreamOps"]
 
 
-class StreamOps(Part):
+class StreamOps:
     """Publishing, reading, consumer offsets and trimming."""
+
+    def __init__(self, core: Core) -> None:
+        self._read = core.read
+        self._write = core.write
 
     def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
         def run(conn: sqlite3.Connection) -> int:
