@@ -2,10 +2,7 @@
 lapsed claims and crashed workers (Q-6), no work as a value (C-5), queues
 apart (C-7), and reads beside writes (C-8).
 
-Timing rules use short real timeouts and generous bounds, as the whole
-suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
-that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
-durations read between two engine timestamps).
+Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 """
 
 from __future__ import annotations
@@ -19,15 +16,7 @@ from typing import Any
 
 import pytest
 
-from alkstore import (
-    Capability,
-    EnqueueOpts,
-    JobState,
-    QueueOpts,
-    QueueStats,
-    Store,
-    SweepResult,
-)
+from alkstore import Capability, EnqueueOpts, JobState, QueueOpts, QueueStats, Store, SweepResult
 
 from . import _children_queue
 from ._base import ContractBase, spawn, unique

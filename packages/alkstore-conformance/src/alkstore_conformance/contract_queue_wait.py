@@ -1,9 +1,6 @@
 """Queues, blocking claims and their wakes (Q-19).
 
-Timing rules use short real timeouts and generous bounds, as the whole
-suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
-that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
-durations read between two engine timestamps).
+Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 """
 
 from __future__ import annotations
@@ -14,12 +11,7 @@ from typing import Any
 
 import pytest
 
-from alkstore import (
-    Capability,
-    EnqueueOpts,
-    QueueOpts,
-    Store,
-)
+from alkstore import Capability, EnqueueOpts, QueueOpts, Store
 
 from . import _children_queue
 from ._base import ContractBase, spawn, unique
