@@ -5,16 +5,14 @@ Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 
 from __future__ import annotations
 
-import multiprocessing
 import time
-from typing import Any
 
 import pytest
 
 from alkstore import Capability, EnqueueOpts, QueueOpts, Store
 
 from . import _children_queue
-from ._base import ContractBase, spawn, unique
+from ._base import ContractBase, reap, signals, spawn, unique
 from ._factory import StoreFactory
 from ._queue_helpers import (
     LONG_S,
@@ -184,8 +182,7 @@ class QueueWaitContract(ContractBase):
         """A child process blocks in claim(wait_s=30); an enqueue here ends its wait within the
         wake bound."""
         name = unique()
-        ctx = multiprocessing.get_context("spawn")
-        report: Any = ctx.Queue()
+        _, report = signals()
         proc = spawn(_children_queue.claim_blocking, store_factory, name, "child", 30.0, report)
         try:
             assert report.get(timeout=120) == ("ready",)
@@ -195,9 +192,7 @@ class QueueWaitContract(ContractBase):
             outcome = report.get(timeout=60)
             received = time.monotonic()
         finally:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
+            reap([proc])
         assert outcome[0] == "claimed", outcome
         _, claimed_id, waited = outcome
         assert claimed_id == job_id
