@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from multiprocessing.context import SpawnProcess
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
@@ -23,6 +23,7 @@ __all__ = [
     "ContractBase",
     "StoppableCall",
     "eventually",
+    "own_table",
     "race",
     "reap",
     "requires",
@@ -67,6 +68,19 @@ def spawn(target: Callable[..., object], *args: Any) -> SpawnProcess:
     proc = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
     proc.start()
     return proc
+
+
+@contextmanager
+def own_table(store: Store) -> Iterator[str]:
+    """A table of the caller's own (``id``, ``note``), created and dropped
+    through ``tx.execute``; the drop is skipped when the test closed *store*."""
+    name = f"alkstore_conformance_{uuid.uuid4().hex[:12]}"
+    with store.transaction() as tx:
+        tx.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, note TEXT)")
+    yield name
+    if not store.closed:
+        with store.transaction() as tx:
+            tx.execute(f"DROP TABLE {name}")
 
 
 def signals() -> tuple[Any, Any]:
