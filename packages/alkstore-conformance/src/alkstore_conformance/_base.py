@@ -6,8 +6,8 @@ import multiprocessing
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from multiprocessing.context import SpawnProcess
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
@@ -19,7 +19,19 @@ from alkstore import Capability, Store
 
 from ._factory import FACES, Face, StoreFactory, bind_face, hooks_for
 
-__all__ = ["ContractBase", "StoppableCall", "eventually", "requires", "spawn", "unique"]
+__all__ = [
+    "ContractBase",
+    "StoppableCall",
+    "eventually",
+    "own_table",
+    "race",
+    "reap",
+    "requires",
+    "signals",
+    "spawn",
+    "start_together",
+    "unique",
+]
 
 T = TypeVar("T")
 
@@ -56,6 +68,69 @@ def spawn(target: Callable[..., object], *args: Any) -> SpawnProcess:
     proc = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
     proc.start()
     return proc
+
+
+@contextmanager
+def own_table(store: Store) -> Iterator[str]:
+    """A table of the caller's own (``id``, ``note``), created and dropped
+    through ``tx.execute``; the drop is skipped when the test closed *store*."""
+    name = f"alkstore_conformance_{uuid.uuid4().hex[:12]}"
+    with store.transaction() as tx:
+        tx.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, note TEXT)")
+    yield name
+    if not store.closed:
+        with store.transaction() as tx:
+            tx.execute(f"DROP TABLE {name}")
+
+
+def signals() -> tuple[Any, Any]:
+    """An event and a queue that spawned children can share: the start signal
+    (or a child's "ready") and the channel children report on."""
+    ctx = multiprocessing.get_context("spawn")
+    return ctx.Event(), ctx.Queue()
+
+
+def start_together(
+    procs: Sequence[SpawnProcess],
+    go: Any,
+    results: Any,
+    timeout_s: float,
+    before_go: Callable[[], object] | None = None,
+) -> None:
+    """Wait until every child of *procs* has reported ``("ready", ...)`` on
+    *results*, call *before_go* if given, then set *go* so that they start at once."""
+    ready = [results.get(timeout=timeout_s) for _ in procs]
+    assert sorted(r[0] for r in ready) == ["ready"] * len(procs), ready
+    if before_go is not None:
+        before_go()
+    go.set()
+
+
+def race(
+    procs: Sequence[SpawnProcess],
+    go: Any,
+    results: Any,
+    ready_timeout_s: float = 120,
+    before_go: Callable[[], object] | None = None,
+) -> list[Any]:
+    """Start *procs* together (:func:`start_together`), return the one outcome
+    each reports on *results*, and reap them whatever happens."""
+    try:
+        start_together(procs, go, results, ready_timeout_s, before_go)
+        return [results.get(timeout=120) for _ in procs]
+    finally:
+        reap(procs, go)
+
+
+def reap(procs: Sequence[SpawnProcess], go: Any = None) -> None:
+    """End a test's children: set *go* (so that a child still waiting for it
+    finishes even when the test failed), join each and kill one that hangs."""
+    if go is not None:
+        go.set()
+    for proc in procs:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
 
 
 #: The stop latency the suite promises callers of ``run_*`` loops; joins

@@ -13,13 +13,12 @@ from multiprocessing.queues import Queue as MPQueue
 from multiprocessing.synchronize import Event as MPEvent
 from typing import Any
 
+from alkstore import Store
+
+from ._children import in_store, wait_for_go
 from ._factory import StoreFactory
 
 __all__ = ["acquire_until", "enqueue_unique_at_signal"]
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def enqueue_unique_at_signal(
@@ -27,22 +26,15 @@ def enqueue_unique_at_signal(
 ) -> None:
     """Q-23: at *go*, ``enqueue_unique(key, {"tag": tag})``; report
     ``("ok", tag, id, created)``."""
-    try:
-        store = factory.open()
-    except BaseException as exc:
-        results.put(("error", _describe(exc)))
-        return
-    try:
+
+    def body(store: Store) -> tuple[Any, ...]:
         q = store.queue(queue)
         results.put(("ready", tag))
-        if not go.wait(120):
-            raise TimeoutError("the parent never said go")
+        wait_for_go(go, 120)
         got = q.enqueue_unique(key, {"tag": tag})
-        results.put(("ok", tag, got.id, got.created))
-    except BaseException as exc:
-        results.put(("error", _describe(exc)))
-    finally:
-        store.close()
+        return ("ok", tag, got.id, got.created)
+
+    in_store(factory, results, body)
 
 
 def acquire_until(
@@ -61,16 +53,11 @@ def acquire_until(
     refusals allow; report ``("ok", granted, refused, first_start, last_end,
     answered)`` (wall-clock seconds of the first call, of the end of the last,
     and of the end of every call)."""
-    try:
-        store = factory.open()
-    except BaseException as exc:
-        results.put(("error", _describe(exc)))
-        return
-    try:
+
+    def body(store: Store) -> tuple[Any, ...]:
         limiter = store.rate_limit(name, rate, per_s, burst)
         results.put(("ready",))
-        if not go.wait(120):
-            raise TimeoutError("the parent never said go")
+        wait_for_go(go, 120)
         start = float(start_at.value)
         time.sleep(max(0.0, start - time.time()))
         end = start + duration_s
@@ -87,8 +74,6 @@ def acquire_until(
             else:
                 refused += 1
                 time.sleep(0.002)
-        results.put(("ok", granted, refused, first_start, last_end, answered))
-    except BaseException as exc:
-        results.put(("error", _describe(exc)))
-    finally:
-        store.close()
+        return ("ok", granted, refused, first_start, last_end, answered)
+
+    in_store(factory, results, body)

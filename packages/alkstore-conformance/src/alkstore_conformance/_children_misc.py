@@ -19,6 +19,7 @@ from typing import Any
 
 from alkstore import Store
 
+from ._children import in_store, wait_for_go
 from ._factory import StoreFactory
 
 __all__ = [
@@ -72,10 +73,6 @@ def publish_mixed(store: Store, stream: str, tag: str, n: int) -> list[tuple[int
     return committed
 
 
-def _error(exc: BaseException) -> tuple[str, str]:
-    return ("error", f"{type(exc).__name__}: {exc}")
-
-
 def publish_stream_events(
     factory: StoreFactory,
     stream: str,
@@ -86,19 +83,13 @@ def publish_stream_events(
 ) -> None:
     """S-2 across processes: open a store, report ``("ready", tag)``, wait for
     *go*, run :func:`publish_mixed`, report ``("ok", tag, committed)``."""
-    try:
-        store = factory.open()
-        try:
-            results.put(("ready", tag))
-            if not go.wait(60):
-                raise TimeoutError("the parent never said go")
-            committed = publish_mixed(store, stream, tag, n)
-        finally:
-            store.close()
-    except BaseException as exc:  # reported to the parent, which fails the test
-        results.put(_error(exc))
-    else:
-        results.put(("ok", tag, committed))
+
+    def body(store: Store) -> tuple[Any, ...]:
+        results.put(("ready", tag))
+        wait_for_go(go, 60)
+        return ("ok", tag, publish_mixed(store, stream, tag, n))
+
+    in_store(factory, results, body)
 
 
 def read_stream_events(
@@ -113,28 +104,24 @@ def read_stream_events(
     ``read`` until *n* events arrived; report ``("ok", [(offset, key,
     payload), ...])`` in the order read, or ``("error", text)`` at the first
     gap or out-of-order offset."""
-    try:
-        store = factory.open()
-        try:
-            s = store.stream(stream)
-            ready.set()
-            after = 0
-            seen: list[tuple[int, str | None, Any]] = []
-            deadline = time.monotonic() + timeout_s
-            while len(seen) < n and time.monotonic() < deadline:
-                if not s.wait(after, 1.0):
-                    continue
-                for event in s.read(after, limit=7):
-                    if event.offset != after + 1:
-                        raise AssertionError(f"read offset {event.offset} right after {after}")
-                    after = event.offset
-                    seen.append((event.offset, event.key, event.payload))
-        finally:
-            store.close()
-    except BaseException as exc:  # reported to the parent, which fails the test
-        results.put(_error(exc))
-    else:
-        results.put(("ok", seen))
+
+    def body(store: Store) -> tuple[Any, ...]:
+        s = store.stream(stream)
+        ready.set()
+        after = 0
+        seen: list[tuple[int, str | None, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        while len(seen) < n and time.monotonic() < deadline:
+            if not s.wait(after, 1.0):
+                continue
+            for event in s.read(after, limit=7):
+                if event.offset != after + 1:
+                    raise AssertionError(f"read offset {event.offset} right after {after}")
+                after = event.offset
+                seen.append((event.offset, event.key, event.payload))
+        return ("ok", seen)
+
+    in_store(factory, results, body)
 
 
 def listen_and_report(
@@ -148,18 +135,15 @@ def listen_and_report(
     """N-1 across processes: listen on *channel*, set *ready*, then report
     each of *count* notifications as ``("note", channel, payload)`` the moment
     it arrives (``("note", None, None)`` when none came within *timeout_s*)."""
-    try:
-        store = factory.open()
-        try:
-            with store.listen(channel) as listener:
-                ready.set()
-                for _ in range(count):
-                    note = listener.get(timeout_s)
-                    if note is None:
-                        results.put(("note", None, None))
-                        break
-                    results.put(("note", note.channel, note.payload))
-        finally:
-            store.close()
-    except BaseException as exc:  # reported to the parent, which fails the test
-        results.put(_error(exc))
+
+    def body(store: Store) -> None:
+        with store.listen(channel) as listener:
+            ready.set()
+            for _ in range(count):
+                note = listener.get(timeout_s)
+                if note is None:
+                    results.put(("note", None, None))
+                    break
+                results.put(("note", note.channel, note.payload))
+
+    in_store(factory, results, body)

@@ -15,8 +15,10 @@ from multiprocessing.queues import Queue as MPQueue
 from multiprocessing.synchronize import Event as MPEvent
 from typing import Any, ParamSpec, TypeVar
 
+from alkstore import Store
 from alkstore.errors import TransientError
 
+from ._children import describe, in_store, wait_for_go
 from ._factory import StoreFactory
 
 T = TypeVar("T")
@@ -26,10 +28,6 @@ P = ParamSpec("P")
 RETRY_S = 60.0
 
 __all__ = ["claim_and_hang", "claim_blocking", "drain_queue"]
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _retrying(call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -57,16 +55,11 @@ def drain_queue(
     means another process held the job: reported as an error. A call that
     raises ``TransientError`` is retried (E-2), as any worker would.
     """
-    try:
-        store = factory.open()
-    except BaseException as exc:
-        results.put(("error", worker, _describe(exc)))
-        return
-    ids: list[int] = []
-    try:
+
+    def body(store: Store) -> tuple[Any, ...]:
+        ids: list[int] = []
         results.put(("ready", worker))
-        if not go.wait(120):
-            raise TimeoutError("the parent never said go")
+        wait_for_go(go, 120)
         q = store.queue(queue)
         empty = 0
         i = 0
@@ -85,12 +78,9 @@ def drain_queue(
                 landed = sum(1 for j in jobs if _retrying(j.ack))
             if landed != len(jobs):
                 raise AssertionError(f"{len(jobs) - landed} acks of fresh claims were refused")
-    except BaseException as exc:
-        results.put(("error", worker, _describe(exc)))
-    else:
-        results.put(("ok", worker, ids))
-    finally:
-        store.close()
+        return ("ok", worker, ids)
+
+    in_store(factory, results, body, worker)
 
 
 def claim_and_hang(factory: StoreFactory, queue: str, worker: str, report: MPQueue[Any]) -> None:
@@ -105,7 +95,7 @@ def claim_and_hang(factory: StoreFactory, queue: str, worker: str, report: MPQue
             return
         report.put(("claimed", job.id, job.attempts, job.deadline))
     except BaseException as exc:
-        report.put(("error", _describe(exc)))
+        report.put(("error", describe(exc)))
         return
     time.sleep(600)  # never acks: the parent kills this process first
 
@@ -115,12 +105,8 @@ def claim_blocking(
 ) -> None:
     """Q-19: report ``("ready",)``, block in ``claim(wait_s=...)``, then report
     ``("claimed", id or None, seconds waited)`` and ack what it got."""
-    try:
-        store = factory.open()
-    except BaseException as exc:
-        report.put(("error", _describe(exc)))
-        return
-    try:
+
+    def body(store: Store) -> None:
         q = store.queue(queue)
         report.put(("ready",))
         started = time.monotonic()
@@ -129,7 +115,5 @@ def claim_blocking(
         report.put(("claimed", None if job is None else job.id, waited))
         if job is not None:
             job.ack()
-    except BaseException as exc:
-        report.put(("error", _describe(exc)))
-    finally:
-        store.close()
+
+    in_store(factory, report, body)

@@ -19,6 +19,7 @@ from typing import Any
 
 from alkstore import Store
 
+from ._children import describe, in_store, wait_for_go
 from ._factory import StoreFactory
 
 __all__ = ["run_schedules_until_killed", "tick_for", "tick_schedules_for"]
@@ -43,28 +44,18 @@ def tick_for(store: Store, seconds: float) -> tuple[int, list[float]]:
     return fired, started
 
 
-def _error(exc: BaseException) -> tuple[str, str]:
-    return ("error", f"{type(exc).__name__}: {exc}")
-
-
 def tick_schedules_for(
     factory: StoreFactory, seconds: float, go: MPEvent, results: MPQueue[Any]
 ) -> None:
     """SC-3 across processes: open a store, report ``("ready",)``, wait for
     *go*, run :func:`tick_for`, report ``("ok", fired, tick_start_times)``."""
-    try:
-        store = factory.open()
-        try:
-            results.put(("ready",))
-            if not go.wait(60):
-                raise TimeoutError("the parent never said go")
-            fired, started = tick_for(store, seconds)
-        finally:
-            store.close()
-    except BaseException as exc:  # reported to the parent, which fails the test
-        results.put(_error(exc))
-    else:
-        results.put(("ok", fired, started))
+
+    def body(store: Store) -> tuple[Any, ...]:
+        results.put(("ready",))
+        wait_for_go(go, 60)
+        return ("ok", *tick_for(store, seconds))
+
+    in_store(factory, results, body)
 
 
 def run_schedules_until_killed(
@@ -83,6 +74,6 @@ def run_schedules_until_killed(
         ready.set()
         store.run_schedules(owner=owner, lock_ttl_s=lock_ttl_s)
     except BaseException as exc:  # reported to the parent, which fails the test
-        results.put(_error(exc))
+        results.put(("error", describe(exc)))
     else:
         results.put(("returned",))

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pytest
 
-from alkstore import Capability, EnqueueOpts, InvalidArgument, JobState, QueueOpts, Store
+from alkstore import Capability, EnqueueOpts, InvalidArgument, JobState, Queue, QueueOpts, Store
 
 from ._base import ContractBase, unique
 from ._factory import StoreFactory
@@ -43,6 +43,27 @@ class _Rollback(Exception):
 
 def _dead_ids(store: Store, name: str) -> list[int]:
     return [i.id for i in store.queue(name).list_jobs(JobState.DEAD, limit=1000)]
+
+
+def _one_dead(store: Store) -> tuple[Queue, int]:
+    """A fresh queue holding one dead job; the queue and the job's id."""
+    q = store.queue(unique())
+    job_id = q.enqueue("x")
+    assert claim_one(q).fail("dead")
+    return q, job_id
+
+
+def _rolled_back_then_committed(
+    store: Store, q: Queue, job_id: int, admin: Callable[..., int]
+) -> None:
+    """*admin* (``redrive`` or ``purge_dead``) of the dead *job_id* in a
+    transaction that rolls back leaves it dead; in one that commits, it lands."""
+    with contextlib.suppress(_Rollback), store.transaction() as tx:
+        assert admin([job_id], tx=tx) == 1
+        raise _Rollback
+    assert info_of(q, job_id).state is JobState.DEAD
+    with store.transaction() as tx:
+        assert admin(tx=tx) == 1
 
 
 class DeadLetterContract(ContractBase):
@@ -245,23 +266,14 @@ class DeadLetterContract(ContractBase):
     @pytest.mark.clause("Q-21", "T-1")
     @ADMIN
     def test_redrive_in_a_transaction_lands_with_it_or_not_at_all(self, store: Store) -> None:
-        q = store.queue(unique())
-        job_id = q.enqueue("x")
-        assert claim_one(q).fail("dead")
-        with contextlib.suppress(_Rollback), store.transaction() as tx:
-            assert q.redrive([job_id], tx=tx) == 1
-            raise _Rollback
-        assert info_of(q, job_id).state is JobState.DEAD
-        with store.transaction() as tx:
-            assert q.redrive(tx=tx) == 1
+        q, job_id = _one_dead(store)
+        _rolled_back_then_committed(store, q, job_id, q.redrive)
         assert info_of(q, job_id).state is JobState.PENDING
 
     @pytest.mark.clause("Q-21", "C-6", "E-3")
     @ADMIN
     def test_redrive_refuses_ids_that_are_not_ints(self, store: Store) -> None:
-        q = store.queue(unique())
-        job_id = q.enqueue("x")
-        assert claim_one(q).fail("dead")
+        q, job_id = _one_dead(store)
         for bad in ([True], [job_id, "1"], [1.0], "12", 12, [None], [2**64]):
             with pytest.raises(InvalidArgument):
                 q.redrive(bad)  # type: ignore[arg-type]
@@ -354,23 +366,14 @@ class DeadLetterContract(ContractBase):
     @pytest.mark.clause("Q-22", "T-1")
     @ADMIN
     def test_purge_dead_in_a_transaction_lands_with_it_or_not_at_all(self, store: Store) -> None:
-        q = store.queue(unique())
-        job_id = q.enqueue("x")
-        assert claim_one(q).fail("dead")
-        with contextlib.suppress(_Rollback), store.transaction() as tx:
-            assert q.purge_dead([job_id], tx=tx) == 1
-            raise _Rollback
-        assert info_of(q, job_id).state is JobState.DEAD
-        with store.transaction() as tx:
-            assert q.purge_dead(tx=tx) == 1
+        q, job_id = _one_dead(store)
+        _rolled_back_then_committed(store, q, job_id, q.purge_dead)
         assert q.get_job(job_id) is None
 
     @pytest.mark.clause("Q-22", "C-6", "E-3")
     @ADMIN
     def test_purge_dead_refuses_bad_ids_and_ages_and_deletes_nothing(self, store: Store) -> None:
-        q = store.queue(unique())
-        job_id = q.enqueue("x")
-        assert claim_one(q).fail("dead")
+        q, job_id = _one_dead(store)
         bad_calls: list[Callable[[], object]] = [
             lambda: q.purge_dead([True]),
             lambda: q.purge_dead([False, job_id]),

@@ -45,7 +45,7 @@ from alkstore import (
 )
 
 from . import _children_jobcontrol
-from ._base import ContractBase, StoppableCall, eventually, spawn, unique
+from ._base import ContractBase, StoppableCall, eventually, race, signals, spawn, unique
 from ._factory import StoreFactory, hooks_for
 from ._queue_helpers import (
     LONG_S,
@@ -310,22 +310,10 @@ class JobControlContract(ContractBase):
         """Eight processes enqueue one key at the same moment: one creates the job, seven get
         ``created=False`` with its id."""
         name, procs_n = unique(), 8
-        ctx = multiprocessing.get_context("spawn")
-        go = ctx.Event()
-        results: Any = ctx.Queue()
+        go, results = signals()
         child = _children_jobcontrol.enqueue_unique_at_signal
         procs = [spawn(child, store_factory, name, "k", n, go, results) for n in range(procs_n)]
-        try:
-            ready = [results.get(timeout=120) for _ in procs]
-            assert sorted(r[0] for r in ready) == ["ready"] * procs_n, ready
-            go.set()
-            outcomes = [results.get(timeout=120) for _ in procs]
-        finally:
-            go.set()
-            for proc in procs:
-                proc.join(30)
-                if proc.is_alive():
-                    proc.kill()
+        outcomes = race(procs, go, results)
         assert [o for o in outcomes if o[0] != "ok"] == []
         created = [o for o in outcomes if o[3]]
         assert len(created) == 1, f"{len(created)} processes created a job for one key"
@@ -1028,10 +1016,8 @@ class JobControlContract(ContractBase):
         stall beyond the burst are lost to every limiter, so they are taken off the floor."""
         name, rate, per_s, burst, duration = unique("r"), 40.0, 1.0, 5, 2.5
         procs_n = 16
-        ctx = multiprocessing.get_context("spawn")
-        go = ctx.Event()
-        start_at = ctx.Value("d", 0.0)
-        results: Any = ctx.Queue()
+        go, results = signals()
+        start_at = multiprocessing.get_context("spawn").Value("d", 0.0)
         procs = [
             spawn(
                 _children_jobcontrol.acquire_until,
@@ -1047,18 +1033,11 @@ class JobControlContract(ContractBase):
             )
             for _ in range(procs_n)
         ]
-        try:
-            ready = [results.get(timeout=180) for _ in procs]
-            assert sorted(r[0] for r in ready) == ["ready"] * procs_n, ready
+
+        def set_start() -> None:
             start_at.value = time.time() + 0.5
-            go.set()
-            outcomes = [results.get(timeout=120) for _ in procs]
-        finally:
-            go.set()
-            for proc in procs:
-                proc.join(30)
-                if proc.is_alive():
-                    proc.kill()
+
+        outcomes = race(procs, go, results, ready_timeout_s=180, before_go=set_start)
         assert [o for o in outcomes if o[0] != "ok"] == []
         granted = sum(o[1] for o in outcomes)
         refused = sum(o[2] for o in outcomes)

@@ -9,7 +9,6 @@ order per channel, so nothing earlier can still be on its way).
 from __future__ import annotations
 
 import json
-import multiprocessing
 import statistics
 import threading
 import time
@@ -21,7 +20,7 @@ from alkstore import Capability, InvalidArgument, Listener, Notification, Store
 from alkstore.names import MAX_NOTIFICATION_BYTES
 
 from . import _children_misc
-from ._base import ContractBase, eventually, requires, spawn, unique
+from ._base import ContractBase, eventually, reap, requires, signals, spawn, unique
 from ._factory import StoreFactory
 
 #: Upper bound for a notification to arrive. Generous; passes return at once.
@@ -368,9 +367,7 @@ class NotificationContract(ContractBase):
     ) -> None:
         channel = unique("ch")
         count = 5
-        ctx = multiprocessing.get_context("spawn")
-        ready = ctx.Event()
-        results: Any = ctx.Queue()
+        ready, results = signals()
         proc = spawn(
             _children_misc.listen_and_report, store_factory, channel, count, ready, results
         )
@@ -385,9 +382,7 @@ class NotificationContract(ContractBase):
                 assert msg == ("note", channel, {"n": n, "text": "ünïcødé"}), msg
                 time.sleep(0.02)
         finally:
-            proc.join(30)
-            if proc.is_alive():
-                proc.terminate()
+            reap([proc])
         # Every one within the generous bound; the typical one well inside a
         # second (a delivery that waits for a multi-second fallback poll fails).
         assert max(latencies) < 5.0, latencies

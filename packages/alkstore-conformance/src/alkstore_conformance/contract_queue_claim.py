@@ -2,15 +2,11 @@
 lapsed claims and crashed workers (Q-6), no work as a value (C-5), queues
 apart (C-7), and reads beside writes (C-8).
 
-Timing rules use short real timeouts and generous bounds, as the whole
-suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
-that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
-durations read between two engine timestamps).
+Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -19,18 +15,10 @@ from typing import Any
 
 import pytest
 
-from alkstore import (
-    Capability,
-    EnqueueOpts,
-    JobState,
-    QueueOpts,
-    QueueStats,
-    Store,
-    SweepResult,
-)
+from alkstore import Capability, EnqueueOpts, JobState, QueueOpts, QueueStats, Store, SweepResult
 
 from . import _children_queue
-from ._base import ContractBase, spawn, unique
+from ._base import ContractBase, race, signals, spawn, unique
 from ._factory import StoreFactory
 from ._queue_helpers import (
     LONG_S,
@@ -170,24 +158,12 @@ class QueueClaimContract(ContractBase):
         q = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
         ids = q.enqueue_many([{"n": i} for i in range(total)])
         assert len(set(ids)) == total
-        ctx = multiprocessing.get_context("spawn")
-        go = ctx.Event()
-        results: Any = ctx.Queue()
+        go, results = signals()
         procs = [
             spawn(_children_queue.drain_queue, store_factory, name, f"proc-{n}", go, results)
             for n in range(procs_n)
         ]
-        try:
-            ready = [results.get(timeout=120) for _ in procs]
-            assert sorted(r[0] for r in ready) == ["ready"] * procs_n, ready
-            go.set()
-            outcomes = [results.get(timeout=120) for _ in procs]
-        finally:
-            go.set()
-            for proc in procs:
-                proc.join(30)
-                if proc.is_alive():
-                    proc.kill()
+        outcomes = race(procs, go, results)
         errors = [o for o in outcomes if o[0] != "ok"]
         assert errors == []
         claimed = [job_id for o in outcomes for job_id in o[2]]
@@ -299,8 +275,7 @@ class QueueClaimContract(ContractBase):
         name = unique()
         q = store.queue(name, QueueOpts(visibility_timeout_s=1.0, max_attempts=3))
         job_id = q.enqueue({"crash": "me"})
-        ctx = multiprocessing.get_context("spawn")
-        report: Any = ctx.Queue()
+        _, report = signals()
         proc = spawn(_children_queue.claim_and_hang, store_factory, name, "doomed", report)
         try:
             outcome = report.get(timeout=120)

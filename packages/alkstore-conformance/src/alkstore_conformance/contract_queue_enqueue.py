@@ -1,9 +1,6 @@
 """Queues, enqueueing: the stamps a job gets (Q-1) and enqueues that fail whole (C-6).
 
-Timing rules use short real timeouts and generous bounds, as the whole
-suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
-that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
-durations read between two engine timestamps).
+Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 """
 
 from __future__ import annotations
@@ -14,26 +11,11 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore import (
-    EnqueueOpts,
-    InvalidArgument,
-    JobState,
-    Queue,
-    QueueOpts,
-    Store,
-)
+from alkstore import EnqueueOpts, InvalidArgument, JobState, Queue, QueueOpts, Store
 
 from ._base import ContractBase, unique
 from ._factory import StoreFactory
-from ._queue_helpers import (
-    LONG_S,
-    QUEUES,
-    STAMP_TOLERANCE,
-    claim_one,
-    counts,
-    info_of,
-    seconds,
-)
+from ._queue_helpers import LONG_S, QUEUES, STAMP_TOLERANCE, claim_one, counts, info_of, seconds
 
 __all__ = ["QueueEnqueueContract"]
 

@@ -1,9 +1,6 @@
 """Queues, cancel (Q-13) and the read side: get_job, list_jobs, stats (Q-14).
 
-Timing rules use short real timeouts and generous bounds, as the whole
-suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
-that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
-durations read between two engine timestamps).
+Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 """
 
 from __future__ import annotations
@@ -12,14 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from alkstore import (
-    EnqueueOpts,
-    JobInfo,
-    JobState,
-    QueueOpts,
-    QueueStats,
-    Store,
-)
+from alkstore import EnqueueOpts, JobInfo, JobState, QueueOpts, QueueStats, Store
 
 from ._base import ContractBase, unique
 from ._factory import StoreFactory

@@ -1,10 +1,7 @@
 """Queues, settling a claim: fencing (Q-7), heartbeat (Q-8), ack and ack_batch (Q-9),
 retry (Q-10), fail (Q-11).
 
-Timing rules use short real timeouts and generous bounds, as the whole
-suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
-that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
-durations read between two engine timestamps).
+Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 """
 
 from __future__ import annotations
@@ -13,12 +10,7 @@ import time
 
 import pytest
 
-from alkstore import (
-    EnqueueOpts,
-    JobState,
-    QueueOpts,
-    Store,
-)
+from alkstore import EnqueueOpts, JobState, QueueOpts, Store
 
 from ._base import ContractBase, unique
 from ._factory import StoreFactory

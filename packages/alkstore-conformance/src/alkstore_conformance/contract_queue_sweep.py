@@ -1,10 +1,7 @@
 """Queues, lapses and maintenance: exhausted lapsed claims (Q-12), expiry (Q-15),
 sweep (Q-16, Q-17) and an idle store's silence (Q-18).
 
-Timing rules use short real timeouts and generous bounds, as the whole
-suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
-that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
-durations read between two engine timestamps).
+Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 """
 
 from __future__ import annotations
@@ -15,24 +12,11 @@ from collections.abc import Callable
 
 import pytest
 
-from alkstore import (
-    EnqueueOpts,
-    JobState,
-    QueueOpts,
-    Store,
-    SweepResult,
-)
+from alkstore import EnqueueOpts, JobState, QueueOpts, Store, SweepResult
 
 from ._base import EVENTUALLY_S, ContractBase, eventually, unique
 from ._factory import StoreFactory
-from ._queue_helpers import (
-    LONG_S,
-    QUEUES,
-    claim_one,
-    counts,
-    info_of,
-    run_threads,
-)
+from ._queue_helpers import LONG_S, QUEUES, claim_one, counts, info_of, run_threads
 
 __all__ = ["QueueSweepContract"]
 

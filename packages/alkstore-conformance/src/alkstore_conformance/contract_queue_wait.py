@@ -1,28 +1,18 @@
 """Queues, blocking claims and their wakes (Q-19).
 
-Timing rules use short real timeouts and generous bounds, as the whole
-suite does; see :mod:`alkstore_conformance._queue_helpers` for the tricks
-that recur (a claim made to lapse at once with ``heartbeat(0.01)``;
-durations read between two engine timestamps).
+Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import time
-from typing import Any
 
 import pytest
 
-from alkstore import (
-    Capability,
-    EnqueueOpts,
-    QueueOpts,
-    Store,
-)
+from alkstore import Capability, EnqueueOpts, QueueOpts, Store
 
 from . import _children_queue
-from ._base import ContractBase, spawn, unique
+from ._base import ContractBase, reap, signals, spawn, unique
 from ._factory import StoreFactory
 from ._queue_helpers import (
     LONG_S,
@@ -192,8 +182,7 @@ class QueueWaitContract(ContractBase):
         """A child process blocks in claim(wait_s=30); an enqueue here ends its wait within the
         wake bound."""
         name = unique()
-        ctx = multiprocessing.get_context("spawn")
-        report: Any = ctx.Queue()
+        _, report = signals()
         proc = spawn(_children_queue.claim_blocking, store_factory, name, "child", 30.0, report)
         try:
             assert report.get(timeout=120) == ("ready",)
@@ -203,9 +192,7 @@ class QueueWaitContract(ContractBase):
             outcome = report.get(timeout=60)
             received = time.monotonic()
         finally:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
+            reap([proc])
         assert outcome[0] == "claimed", outcome
         _, claimed_id, waited = outcome
         assert claimed_id == job_id

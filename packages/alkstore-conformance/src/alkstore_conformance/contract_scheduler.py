@@ -15,7 +15,6 @@ with an engine timestamp, :data:`CLOCK_SLACK` absorbs the difference
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import queue as queue_mod
 import threading
 import time
@@ -41,7 +40,16 @@ from alkstore import (
 from alkstore.specs import parse
 
 from . import _children_scheduler
-from ._base import STOP_WITHIN_S, ContractBase, StoppableCall, eventually, spawn, unique
+from ._base import (
+    STOP_WITHIN_S,
+    ContractBase,
+    StoppableCall,
+    eventually,
+    reap,
+    signals,
+    spawn,
+    unique,
+)
 from ._factory import StoreFactory
 
 UTC = timezone.utc
@@ -600,9 +608,7 @@ class SchedulerContract(ContractBase):
         self, store: Store, store_factory: StoreFactory
     ) -> None:
         procs_n, seconds = 3, 2.6
-        ctx = multiprocessing.get_context("spawn")
-        go = ctx.Event()
-        results: Any = ctx.Queue()
+        go, results = signals()
         procs = [
             spawn(_children_scheduler.tick_schedules_for, store_factory, seconds, go, results)
             for _ in range(procs_n)
@@ -621,11 +627,7 @@ class SchedulerContract(ContractBase):
                 fired += msg[1]
                 starts.extend(msg[2])
         finally:
-            go.set()
-            for proc in procs:
-                proc.join(30)
-                if proc.is_alive():
-                    proc.terminate()
+            reap(procs, go)
         starts.append(time.time())  # the closing tick, after the joins
         fired += store.tick_schedules()
         dense = _max_gap(starts, since) < DENSE_GAP_S
@@ -751,9 +753,7 @@ class SchedulerContract(ContractBase):
         ttl = 1.0
         q = store.queue(unique())
         store.schedule("tick", "@every 1s", q.name)
-        ctx = multiprocessing.get_context("spawn")
-        ready = ctx.Event()
-        results: Any = ctx.Queue()
+        ready, results = signals()
         proc = spawn(
             _children_scheduler.run_schedules_until_killed,
             store_factory,

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -20,7 +18,7 @@ from alkstore import (
 )
 
 from . import _children
-from ._base import ContractBase, spawn, unique
+from ._base import ContractBase, signals, spawn, unique
 from ._factory import StoreFactory, hooks_for
 
 # One representative call per capability: what an engine that does not
@@ -65,9 +63,7 @@ class LifecycleContract(ContractBase):
     def test_processes_opening_a_fresh_database_at_once_all_succeed(
         self, store_factory: StoreFactory
     ) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        go = ctx.Event()
-        results: Any = ctx.Queue()
+        go, results = signals()
         procs = [
             spawn(_children.open_store_at_signal, store_factory, go, results) for _ in range(4)
         ]

@@ -9,7 +9,6 @@ offset it saw therefore always receives ``after + 1`` next.
 
 from __future__ import annotations
 
-import multiprocessing
 import queue as queue_mod
 import threading
 import time
@@ -21,7 +20,7 @@ import pytest
 from alkstore import Capability, Event, InvalidArgument, Store
 
 from . import _children_misc
-from ._base import ContractBase, requires, spawn, unique
+from ._base import ContractBase, reap, requires, signals, spawn, start_together, unique
 from ._factory import StoreFactory
 
 #: Upper bound for a blocking call that should return "at once" or "soon".
@@ -187,9 +186,7 @@ class StreamContract(ContractBase):
         process follows the stream."""
         name = unique("s")
         procs_n, per_proc = 3, 24
-        ctx = multiprocessing.get_context("spawn")
-        go = ctx.Event()
-        results: Any = ctx.Queue()
+        go, results = signals()
         procs = [
             spawn(
                 _children_misc.publish_stream_events,
@@ -204,12 +201,7 @@ class StreamContract(ContractBase):
         ]
         try:
             follower = _Follower(store, name)
-            ready = 0
-            while ready < procs_n:
-                msg = results.get(timeout=60)
-                assert msg[0] == "ready", msg
-                ready += 1
-            go.set()
+            start_together(procs, go, results, 60)
             committed: list[tuple[int, Any]] = []
             done = 0
             deadline = time.monotonic() + 120
@@ -225,11 +217,7 @@ class StreamContract(ContractBase):
                 done += 1
             follower.drain()
         finally:
-            go.set()  # so that children waiting for it finish even when the test failed
-            for proc in procs:
-                proc.join(30)
-                if proc.is_alive():
-                    proc.terminate()
+            reap(procs, go)
         assert len(committed) == procs_n * per_proc * 3 // 4
         _check_followed(follower, committed)
 
@@ -242,9 +230,7 @@ class StreamContract(ContractBase):
         process publishes, some events in transactions."""
         name = unique("s")
         n = 30
-        ctx = multiprocessing.get_context("spawn")
-        ready = ctx.Event()
-        results: Any = ctx.Queue()
+        ready, results = signals()
         proc = spawn(_children_misc.read_stream_events, store_factory, name, n, ready, results)
         try:
             assert ready.wait(60), "the reader process did not start"
@@ -259,9 +245,7 @@ class StreamContract(ContractBase):
                     time.sleep(0.02)
             msg = results.get(timeout=90)
         finally:
-            proc.join(30)
-            if proc.is_alive():
-                proc.terminate()
+            reap([proc])
         assert msg[0] == "ok", msg
         assert msg[1] == [(i + 1, f"k{i}", {"i": i}) for i in range(n)]
 

@@ -14,7 +14,6 @@ A transaction that ends with an exception rolls back; the tests raise
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -31,7 +30,7 @@ from alkstore import (
     Store,
 )
 
-from ._base import ContractBase, unique
+from ._base import ContractBase, own_table, unique
 from ._factory import StoreFactory
 from ._queue_helpers import LONG_S, WAKE_BOUND_S, blocked, claim_one, counts, info_of
 
@@ -80,13 +79,8 @@ class TransactionContract(ContractBase):
     @pytest.fixture
     def table(self, store: Store) -> Iterator[str]:
         """A table of the caller's own, created and dropped through ``tx.execute``."""
-        name = f"alkstore_conformance_{uuid.uuid4().hex[:12]}"
-        with store.transaction() as tx:
-            tx.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, note TEXT)")
-        yield name
-        if not store.closed:
-            with store.transaction() as tx:
-                tx.execute(f"DROP TABLE {name}")
+        with own_table(store) as name:
+            yield name
 
     # ------------------------------------------------------------------ T-1
 

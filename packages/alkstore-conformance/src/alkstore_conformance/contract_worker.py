@@ -21,7 +21,6 @@ import queue as queue_mod
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -39,6 +38,7 @@ from alkstore import (
     InvalidArgument,
     Job,
     JobState,
+    Queue,
     QueueOpts,
     QueueStats,
     ReservedName,
@@ -47,7 +47,7 @@ from alkstore import (
     Worker,
 )
 
-from ._base import ContractBase, eventually, requires, spawn, unique
+from ._base import ContractBase, eventually, own_table, requires, spawn, unique
 from ._children_worker import run_worker_until_signalled, run_worker_with_stuck_settles
 from ._doubles import (
     CountingQueue,
@@ -118,6 +118,29 @@ def _noop(job: Job) -> None:
     return None
 
 
+def _assert_run_once_then_pending_within(
+    store: Store,
+    q: Queue,
+    job_id: int,
+    handler: Callable[[Job], None],
+    low_s: float,
+    high_s: float,
+) -> None:
+    """A worker runs the one job through *handler* once; the job is pending
+    again after its first attempt, due between *low_s* and *high_s* from the
+    run (give or take the clock slack)."""
+    before = _now()
+    assert Worker(store, q, handler).run_until_empty() == 1
+    after = _now()
+    info = q.get_job(job_id)
+    assert info is not None
+    assert info.state is JobState.PENDING
+    assert info.attempts == 1
+    slack = timedelta(seconds=CLOCK_SLACK_S)
+    assert before + timedelta(seconds=low_s) - slack <= info.run_at
+    assert info.run_at <= after + timedelta(seconds=high_s) + slack
+
+
 @requires(Capability.QUEUES)
 class WorkerContract(ContractBase):
     """The worker runtime (W-1..W-6, W-8..W-12)."""
@@ -161,16 +184,7 @@ class WorkerContract(ContractBase):
         def handler(job: Job) -> None:
             raise Retry(delay_s=60)
 
-        before = _now()
-        assert Worker(store, q, handler).run_until_empty() == 1
-        after = _now()
-        info = q.get_job(job_id)
-        assert info is not None
-        assert info.state is JobState.PENDING
-        assert info.attempts == 1
-        slack = timedelta(seconds=CLOCK_SLACK_S)
-        assert before + timedelta(seconds=60) - slack <= info.run_at
-        assert info.run_at <= after + timedelta(seconds=60) + slack
+        _assert_run_once_then_pending_within(store, q, job_id, handler, 60, 60)
         assert q.claim("rival") is None
 
     @pytest.mark.clause("W-1", "Q-10", "B-1")
@@ -185,17 +199,8 @@ class WorkerContract(ContractBase):
                 raise Retry()
             raise _Boom("flaky")
 
-        before = _now()
-        assert Worker(store, q, handler).run_until_empty() == 1
-        after = _now()
-        info = q.get_job(job_id)
-        assert info is not None
-        assert info.state is JobState.PENDING
-        assert info.attempts == 1
         # B-1, attempt 1: uniform in [base/2, base].
-        slack = timedelta(seconds=CLOCK_SLACK_S)
-        assert before + timedelta(seconds=base / 2) - slack <= info.run_at
-        assert info.run_at <= after + timedelta(seconds=base) + slack
+        _assert_run_once_then_pending_within(store, q, job_id, handler, base / 2, base)
 
     @pytest.mark.clause("W-1", "Q-10")
     def test_worker_retry_at_an_exhausted_budget_dead_letters_with_its_reason(
@@ -868,13 +873,8 @@ class WorkerContract(ContractBase):
     @pytest.fixture
     def result_table(self, store: Store) -> Iterator[str]:
         """A table of the caller's own for the result-row recipe (T-4)."""
-        name = f"alkstore_conformance_{uuid.uuid4().hex[:12]}"
-        with store.transaction() as tx:
-            tx.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, note TEXT)")
-        yield name
-        if not store.closed:
-            with store.transaction() as tx:
-                tx.execute(f"DROP TABLE {name}")
+        with own_table(store) as name:
+            yield name
 
     @pytest.mark.clause("W-9", "T-4")
     def test_worker_does_nothing_more_for_a_job_its_handler_acked_with_its_result(
