@@ -29,28 +29,10 @@ __all__ = ["SQLiteExecutor"]
 
 
 class SQLiteExecutor:
-    """The whole :class:`~alkstore.engine.seam.Executor` of the SQLite engine."""
+    """The whole :class:`~alkstore.engine.seam.Executor` of the SQLite engine,
+    made of the areas over one :class:`~._core.Core`."""
 
-    def __init__(
-        self,
-        path: str,
-        *,
-        url: str,
-        busy_timeout_s: float,
-        synchronous: str,
-        poll_interval_s: float,
-        notifications_cap: int,
-        migrate: bool = True,
-    ) -> None:
-        core = Core(
-            path,
-            url=url,
-            busy_timeout_s=busy_timeout_s,
-            synchronous=synchronous,
-            poll_interval_s=poll_interval_s,
-            notifications_cap=notifications_cap,
-            migrate=migrate,
-        )
+    def __init__(self, core: Core) -> None:
         self.core = core
         self.path = core.path
         self.url = core.url

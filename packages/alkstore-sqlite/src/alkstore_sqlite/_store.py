@@ -17,6 +17,7 @@ from alkstore.engine.threaded import Runner
 from alkstore.errors import AlkstoreError, InvalidArgument
 from alkstore.types import check_duration, check_int
 
+from ._core import Core
 from ._executor import SQLiteExecutor
 from ._url import OPTION_TYPES, parse_url
 
@@ -47,13 +48,15 @@ def _executor(
         raise InvalidArgument(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
     cap = check_int("notifications_cap", notifications_cap, 0, 2**62)
     return SQLiteExecutor(
-        path,
-        url=url or f"sqlite:///{path}",
-        busy_timeout_s=busy,
-        synchronous=synchronous,
-        poll_interval_s=min(poll, 1.0),
-        notifications_cap=cap,
-        migrate=check_bool_option("migrate", migrate),
+        Core(
+            path,
+            url=url or f"sqlite:///{path}",
+            busy_timeout_s=busy,
+            synchronous=synchronous,
+            poll_interval_s=min(poll, 1.0),
+            notifications_cap=cap,
+            migrate=check_bool_option("migrate", migrate),
+        )
     )
 
 
