@@ -34,7 +34,7 @@ from alkstore.observability.dashboard._sampler import (
 )
 from alkstore.observability.dashboard._svg import Series, line_chart, nice_ceiling
 
-from .conftest import Running, eventually
+from .conftest import Running, eventually, state_counts
 
 EVIL = "<script>alert(1)</script>"
 
@@ -122,18 +122,6 @@ def dead_ids(page: str) -> list[int]:
     return [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page)]
 
 
-def counts(stats: list[QueueStats]) -> dict[str, dict[str, int]]:
-    return {
-        s.queue: {
-            "pending": s.pending,
-            "scheduled": s.scheduled,
-            "processing": s.processing,
-            "dead": s.dead,
-        }
-        for s in stats
-    }
-
-
 def seed(store: Store) -> list[int]:
     """Two queues with jobs in every state; the ids of three dead emails."""
     emails = store.queue("emails", QueueOpts(max_attempts=1))
@@ -170,7 +158,7 @@ def test_overview_counts_are_queue_stats(store: Store, client: Client) -> None:
     seed(store)
     page = client.get("/")
     assert page.status == 200
-    assert queue_rows(page.text) == counts(store.queue_stats())
+    assert queue_rows(page.text) == state_counts(store)
     assert '<meta http-equiv="refresh"' in page.text
 
 
@@ -559,5 +547,5 @@ def test_dashboard_command_serves_until_sigterm(
     page = answer.read().decode()
     conn.close()
     assert answer.status == 200
-    assert queue_rows(page) == counts(store.queue_stats())
+    assert queue_rows(page) == state_counts(store)
     assert running.stop() == 0
