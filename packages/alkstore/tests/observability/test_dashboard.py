@@ -105,6 +105,12 @@ def csrf_of(page: str) -> str:
     return html.unescape(found.group(1))
 
 
+def signed_in_csrf(client: Client, dashboard: DashboardServer) -> str:
+    """Sign *client* in and return the CSRF token of the emails queue's page."""
+    client.login(dashboard)
+    return csrf_of(client.get("/queue?name=emails").text)
+
+
 def text_of(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
 
@@ -274,8 +280,7 @@ def test_a_cross_site_post_is_refused(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     dead = seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     fields: dict[str, str | list[str]] = {"name": "emails", "ids": str(dead[0]), "csrf": csrf}
     for headers in (
         {"Origin": "http://evil.example"},
@@ -377,8 +382,7 @@ def test_a_redrive_of_all_asks_first(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     page = client.post("/queue/redrive", {"name": "emails", "all": "1", "csrf": csrf})
     assert page.status == 200
     assert "Redrive all 3 dead jobs of queue emails?" in text_of(page.text)
@@ -390,8 +394,7 @@ def test_a_purge_always_asks_first(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     dead = seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     page = client.post(
         "/queue/purge", {"name": "emails", "ids": [str(dead[0]), str(dead[1])], "csrf": csrf}
     )
@@ -404,8 +407,7 @@ def test_nothing_selected_is_said_so(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     answer = client.post("/queue/redrive", {"name": "emails", "csrf": csrf})
     assert answer.status == 303
     assert "No job was selected." in client.get(answer.headers["Location"]).text
@@ -415,8 +417,7 @@ def test_a_redrive_through_the_form_moves_the_job_back(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     dead = seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     answer = client.post("/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": csrf})
     assert answer.status == 303
     page = client.get(answer.headers["Location"])
@@ -430,8 +431,7 @@ def test_confirmed_redrive_of_all_and_purge(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     dead = seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     purged = client.post(
         "/queue/purge", {"name": "emails", "ids": str(dead[0]), "csrf": csrf, "confirm": "1"}
     )
