@@ -269,8 +269,7 @@ def test_a_change_needs_this_sessions_csrf_token(
         )
         assert answer.status == 403
     other = Client(dashboard)
-    other.login(dashboard)
-    stolen = csrf_of(other.get("/queue?name=emails").text)
+    stolen = signed_in_csrf(other, dashboard)
     answer = client.post("/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": stolen})
     assert answer.status == 403
     assert store.queue("emails").stats().dead == 3
