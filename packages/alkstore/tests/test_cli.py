@@ -785,6 +785,17 @@ HANDLERS = textwrap.dedent(
 )
 
 
+def _start(cwd: Path, *args: str, stderr: Any = subprocess.PIPE) -> subprocess.Popen[str]:
+    """Start the CLI with *args* in *cwd*, its output piped as text."""
+    return subprocess.Popen(
+        [*cli_command(), *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+
+
 def _stop(proc: subprocess.Popen[str]) -> str:
     """SIGTERM *proc*, wait for it, and return its stderr."""
     proc.send_signal(signal.SIGTERM)
@@ -804,16 +815,10 @@ def test_worker_command_runs_the_handler_until_sigterm(
     (tmp_path / "handlers.py").write_text(HANDLERS)
     q = store.queue("mail", QueueOpts(max_attempts=2))
     ids = q.enqueue_many([{"n": 1}, {"n": 2}, {"poison": True}])
-    proc = subprocess.Popen(
-        [
-            *cli_command(),
-            *("--url", url, "worker", "handlers:handle", "--queue", "mail"),
-            *("--concurrency", "2", "--log-level", "debug"),
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = _start(
+        tmp_path,
+        *("--url", url, "worker", "handlers:handle", "--queue", "mail"),
+        *("--concurrency", "2", "--log-level", "debug"),
     )
     try:
         eventually(lambda: q.stats().live == 0)
@@ -835,13 +840,7 @@ def test_scheduler_command_fires_schedules_until_sigterm(
     tmp_path: Path, url: str, store: Store
 ) -> None:
     store.schedule("tick", "@every 1s", "ticks", {"from": "cli"})
-    proc = subprocess.Popen(
-        [*cli_command(), "--url", url, "scheduler", "--lock-ttl", "3"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start(tmp_path, "--url", url, "scheduler", "--lock-ttl", "3")
     try:
         eventually(lambda: store.queue("ticks").stats().live >= 1)
     finally:
@@ -884,16 +883,10 @@ def test_worker_command_serves_queues_in_order_paced_and_with_a_timeout(
     second.enqueue_many([{"n": i} for i in range(3)])
     first.enqueue_many([{"n": i} for i in range(3)])
     slow = second.enqueue({"slow": True}, EnqueueOpts(priority=-1))
-    proc = subprocess.Popen(
-        [
-            *cli_command(),
-            *("--url", url, "worker", "ordered:handle", "--queue", "first", "--queue", "second"),
-            *("--concurrency", "1", "--rate", "10/1s", "--timeout", "0.5"),
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = _start(
+        tmp_path,
+        *("--url", url, "worker", "ordered:handle", "--queue", "first", "--queue", "second"),
+        *("--concurrency", "1", "--rate", "10/1s", "--timeout", "0.5"),
     )
     try:
         eventually(lambda: second.stats().dead == 1)
@@ -920,13 +913,8 @@ def test_scheduler_command_logs_fires_and_leader_changes(
     standby_log = tmp_path / "sched-b.err"
 
     def start(owner: str, err: Any = subprocess.PIPE) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [*cli_command(), "--url", url, "scheduler", "--lock-ttl", "2", "--owner", owner],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
+        args = ("--url", url, "scheduler", "--lock-ttl", "2", "--owner", owner)
+        return _start(tmp_path, *args, stderr=err)
 
     leader = start("sched-a")
     standby: subprocess.Popen[str] | None = None

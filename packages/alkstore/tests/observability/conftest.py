@@ -65,6 +65,19 @@ def store(engine_url: str) -> Iterator[Store]:
         opened.close()
 
 
+def state_counts(store: Store) -> dict[str, dict[str, int]]:
+    """Each queue's pending, scheduled, processing and dead counts."""
+    return {
+        s.queue: {
+            "pending": s.pending,
+            "scheduled": s.scheduled,
+            "processing": s.processing,
+            "dead": s.dead,
+        }
+        for s in store.queue_stats()
+    }
+
+
 def eventually(probe: Callable[[], Any], timeout_s: float = 20.0, what: str = "") -> Any:
     """Poll *probe* until it returns something true; fail after *timeout_s*."""
     deadline = time.monotonic() + timeout_s

@@ -34,7 +34,7 @@ from alkstore.observability.dashboard._sampler import (
 )
 from alkstore.observability.dashboard._svg import Series, line_chart, nice_ceiling
 
-from .conftest import Running, eventually
+from .conftest import Running, eventually, state_counts
 
 EVIL = "<script>alert(1)</script>"
 
@@ -105,6 +105,12 @@ def csrf_of(page: str) -> str:
     return html.unescape(found.group(1))
 
 
+def signed_in_csrf(client: Client, dashboard: DashboardServer) -> str:
+    """Sign *client* in and return the CSRF token of the emails queue's page."""
+    client.login(dashboard)
+    return csrf_of(client.get("/queue?name=emails").text)
+
+
 def text_of(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
 
@@ -120,18 +126,6 @@ def queue_rows(page: str) -> dict[str, dict[str, int]]:
 
 def dead_ids(page: str) -> list[int]:
     return [int(i) for i in re.findall(r'<tr data-job="(\d+)">', page)]
-
-
-def counts(stats: list[QueueStats]) -> dict[str, dict[str, int]]:
-    return {
-        s.queue: {
-            "pending": s.pending,
-            "scheduled": s.scheduled,
-            "processing": s.processing,
-            "dead": s.dead,
-        }
-        for s in stats
-    }
 
 
 def seed(store: Store) -> list[int]:
@@ -170,7 +164,7 @@ def test_overview_counts_are_queue_stats(store: Store, client: Client) -> None:
     seed(store)
     page = client.get("/")
     assert page.status == 200
-    assert queue_rows(page.text) == counts(store.queue_stats())
+    assert queue_rows(page.text) == state_counts(store)
     assert '<meta http-equiv="refresh"' in page.text
 
 
@@ -275,8 +269,7 @@ def test_a_change_needs_this_sessions_csrf_token(
         )
         assert answer.status == 403
     other = Client(dashboard)
-    other.login(dashboard)
-    stolen = csrf_of(other.get("/queue?name=emails").text)
+    stolen = signed_in_csrf(other, dashboard)
     answer = client.post("/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": stolen})
     assert answer.status == 403
     assert store.queue("emails").stats().dead == 3
@@ -286,8 +279,7 @@ def test_a_cross_site_post_is_refused(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     dead = seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     fields: dict[str, str | list[str]] = {"name": "emails", "ids": str(dead[0]), "csrf": csrf}
     for headers in (
         {"Origin": "http://evil.example"},
@@ -389,8 +381,7 @@ def test_a_redrive_of_all_asks_first(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     page = client.post("/queue/redrive", {"name": "emails", "all": "1", "csrf": csrf})
     assert page.status == 200
     assert "Redrive all 3 dead jobs of queue emails?" in text_of(page.text)
@@ -402,8 +393,7 @@ def test_a_purge_always_asks_first(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     dead = seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     page = client.post(
         "/queue/purge", {"name": "emails", "ids": [str(dead[0]), str(dead[1])], "csrf": csrf}
     )
@@ -416,8 +406,7 @@ def test_nothing_selected_is_said_so(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     answer = client.post("/queue/redrive", {"name": "emails", "csrf": csrf})
     assert answer.status == 303
     assert "No job was selected." in client.get(answer.headers["Location"]).text
@@ -427,8 +416,7 @@ def test_a_redrive_through_the_form_moves_the_job_back(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     dead = seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     answer = client.post("/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": csrf})
     assert answer.status == 303
     page = client.get(answer.headers["Location"])
@@ -442,8 +430,7 @@ def test_confirmed_redrive_of_all_and_purge(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
     dead = seed(store)
-    client.login(dashboard)
-    csrf = csrf_of(client.get("/queue?name=emails").text)
+    csrf = signed_in_csrf(client, dashboard)
     purged = client.post(
         "/queue/purge", {"name": "emails", "ids": str(dead[0]), "csrf": csrf, "confirm": "1"}
     )
@@ -559,5 +546,5 @@ def test_dashboard_command_serves_until_sigterm(
     page = answer.read().decode()
     conn.close()
     assert answer.status == 200
-    assert queue_rows(page) == counts(store.queue_stats())
+    assert queue_rows(page) == state_counts(store)
     assert running.stop() == 0

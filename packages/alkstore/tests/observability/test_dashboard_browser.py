@@ -23,7 +23,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 import alkstore
 from alkstore import EnqueueOpts, QueueOpts, Store
 
-from .conftest import Running, eventually
+from .conftest import Running, eventually, state_counts
 
 CHROMIUM = os.environ.get("ALKSTORE_CHROMIUM", "/usr/bin/chromium")
 #: Flags for Chromium as root on a machine with no network beyond loopback.
@@ -178,18 +178,6 @@ def table_counts(tab: Page) -> dict[str, dict[str, int]]:
     return found
 
 
-def stats_counts(store: Store) -> dict[str, dict[str, int]]:
-    return {
-        s.queue: {
-            "pending": s.pending,
-            "scheduled": s.scheduled,
-            "processing": s.processing,
-            "dead": s.dead,
-        }
-        for s in store.queue_stats()
-    }
-
-
 def test_the_pages_show_what_queue_stats_says(
     scene: Scene,
     page: Page,
@@ -200,10 +188,10 @@ def test_the_pages_show_what_queue_stats_says(
 
     def agree() -> bool:
         page.reload()
-        return table_counts(page) == stats_counts(scene.store)
+        return table_counts(page) == state_counts(scene.store)
 
     eventually(agree, timeout_s=10, what="the page agrees with queue_stats()")
-    expected = stats_counts(scene.store)
+    expected = state_counts(scene.store)
     assert expected["emails"]["processing"] == 2 and expected["emails"]["dead"] == 3
     totals = {
         k: int(page.locator(f'[data-total="{k}"] b').inner_text().replace(",", ""))

@@ -66,15 +66,12 @@ def run_metrics(url: str, serve: str | None, stop: threading.Event) -> int:
             at, stats = sampler.sample()
             sys.stdout.write(render_depth(stats, at))
             return 0
-        server = serve_store_metrics(store, serve)
-        try:
+        with serve_store_metrics(store, serve) as server:
             _say(
                 f"alkstore metrics: serving {server.url} for {store.url}; "
                 "Ctrl-C or SIGTERM stops it"
             )
             _wait(stop)
-        finally:
-            server.close()
         return 0
     finally:
         store.close()
@@ -96,7 +93,7 @@ def run_dashboard(
     token = os.environ.get(TOKEN_VAR) or None
     store = open_read_only(url)
     try:
-        server = serve_dashboard(
+        with serve_dashboard(
             store,
             bind,
             token=token,
@@ -104,8 +101,7 @@ def run_dashboard(
             allowed_hosts=allowed_hosts,
             sample_every_s=sample_every_s,
             scrape=scrape,
-        )
-        try:
+        ) as server:
             mode = "read-only" if read_only else "redrive and purge need the token"
             reach = "every page needs the token" if server.public else mode
             _say(f"alkstore dashboard: {server.url} for {store.url} ({reach})")
@@ -116,8 +112,6 @@ def run_dashboard(
                     _say(f"  sign in with the token in ${TOKEN_VAR}")
             _say("  Ctrl-C or SIGTERM stops it")
             _wait(stop)
-        finally:
-            server.close()
         return 0
     finally:
         store.close()
