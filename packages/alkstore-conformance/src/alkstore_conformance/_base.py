@@ -27,6 +27,7 @@ __all__ = [
     "race",
     "reap",
     "requires",
+    "run_threads",
     "signals",
     "spawn",
     "start_together",
@@ -136,6 +137,31 @@ def reap(procs: Sequence[SpawnProcess], go: Any = None) -> None:
 #: The stop latency the suite promises callers of ``run_*`` loops; joins
 #: wait longer than this so a slow machine reports a clear failure.
 STOP_WITHIN_S = 2.0
+
+
+def run_threads(targets: Sequence[Callable[[], None]], timeout_s: float = 120.0) -> None:
+    """Run *targets* in threads started together; re-raise the first error."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(targets))
+
+    def wrap(target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                start.wait(30)
+                target()
+            except BaseException as exc:
+                errors.append(exc)
+
+        return run
+
+    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    if errors:
+        raise errors[0]
 
 
 class StoppableCall:

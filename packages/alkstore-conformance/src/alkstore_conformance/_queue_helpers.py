@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Generic, TypeVar
 
@@ -34,7 +34,7 @@ from alkstore import (
     Queue,
 )
 
-from ._base import eventually
+from ._base import eventually, run_threads
 
 __all__ = [
     "LONG_S",
@@ -169,31 +169,6 @@ def blocked(call: Callable[[], T]) -> Background[T]:
     time.sleep(SETTLE_S)
     assert not bg.done, "the blocking call returned before anything happened"
     return bg
-
-
-def run_threads(targets: Sequence[Callable[[], None]], timeout_s: float = 120.0) -> None:
-    """Run *targets* in threads started together; re-raise the first error."""
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(targets))
-
-    def wrap(target: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                start.wait(30)
-                target()
-            except BaseException as exc:
-                errors.append(exc)
-
-        return run
-
-    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s)
-    assert not any(t.is_alive() for t in threads), "a thread did not finish"
-    if errors:
-        raise errors[0]
 
 
 def fill_for_order(q: Queue) -> list[str]:

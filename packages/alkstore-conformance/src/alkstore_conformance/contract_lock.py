@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from alkstore import Capability, InvalidArgument, Lock, Store
 
-from ._base import ContractBase, eventually, requires, unique
+from ._base import ContractBase, eventually, requires, run_threads, unique
 from ._factory import StoreFactory
 
 #: A TTL that runs out during the test.
@@ -44,25 +45,17 @@ def _take_over(store: Store, name: str, owner: str, ttl_s: float = LONG_TTL_S) -
 def _race_for(name: str, stores: list[Store], threads_n: int) -> list[Lock]:
     """Let *threads_n* threads, spread over *stores*, ask for *name* at once as
     different owners; return the locks they got."""
-    barrier = threading.Barrier(threads_n)
     winners: list[Lock] = []
-    errors: list[BaseException] = []
 
-    def race(n: int) -> None:
-        try:
-            barrier.wait(10)
+    def racer(n: int) -> Callable[[], None]:
+        def race() -> None:
             got = stores[n % len(stores)].lock(name, LONG_TTL_S, owner=f"owner-{n}")
             if got is not None:
                 winners.append(got)
-        except BaseException as exc:
-            errors.append(exc)
 
-    threads = [threading.Thread(target=race, args=(n,)) for n in range(threads_n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+        return race
+
+    run_threads([racer(n) for n in range(threads_n)], timeout_s=60)
     return winners
 
 
@@ -259,13 +252,12 @@ class LockContract(ContractBase):
         order: list[int] = []
         holding = [0]
         overlaps: list[int] = []
-        errors: list[BaseException] = []
         guard = threading.Lock()
         with store_factory.open() as other:
             stores = [store, other]
 
-            def contend(n: int) -> None:
-                try:
+            def contender(n: int) -> Callable[[], None]:
+                def contend() -> None:
                     wins = 0
                     deadline = time.monotonic() + 60
                     while wins < wins_each and time.monotonic() < deadline:
@@ -283,15 +275,10 @@ class LockContract(ContractBase):
                             holding[0] -= 1
                         assert lock.release() is True
                         wins += 1
-                except BaseException as exc:
-                    errors.append(exc)
 
-            threads = [threading.Thread(target=contend, args=(n,)) for n in range(threads_n)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(90)
-        assert errors == []
+                return contend
+
+            run_threads([contender(n) for n in range(threads_n)], timeout_s=90)
         assert overlaps == []
         assert len(order) == threads_n * wins_each
         assert all(a < b for a, b in pairwise(order)), order
