@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import threading
 import time
@@ -292,6 +293,19 @@ class ContractBase:
             yield opened
         finally:
             opened.close()
+
+    @pytest.fixture
+    def other_database(
+        self, store_factory: StoreFactory, request: pytest.FixtureRequest
+    ) -> Iterator[StoreFactory]:
+        """A factory on a second, empty database (another file, another
+        schema), from the engine's conformance hooks."""
+        hooks = hooks_for(store_factory.scheme)
+        key = f"other-{request.node.name}"
+        with hooks.isolated(store_factory.url, store_factory.opts, key) as (url, opts):
+            if url == store_factory.url and dict(opts) == dict(store_factory.opts):
+                pytest.skip("the engine's conformance hooks cannot make a second database")
+            yield dataclasses.replace(store_factory, url=url, opts=opts)
 
     @pytest.fixture(autouse=True)
     def _capability_gate(self, request: pytest.FixtureRequest) -> None:
