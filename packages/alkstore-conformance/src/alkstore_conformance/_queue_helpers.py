@@ -54,6 +54,7 @@ __all__ = [
     "race_round",
     "run_threads",
     "seconds",
+    "spoil_claims",
 ]
 
 
@@ -107,6 +108,19 @@ def lapse(*jobs: Job) -> None:
     for job in jobs:
         assert job.heartbeat(0.01), f"job {job.id}: the claim had already lapsed"
     time.sleep(0.1)
+
+
+def spoil_claims(q: Queue, acked: Job, cancelled: Job, lapsed: Job, reclaimed: Job) -> Job:
+    """Make four claims of *q* invalid: ack *acked*, cancel *cancelled*'s job,
+    let *reclaimed* lapse and be claimed by worker "newer", let *lapsed*
+    lapse; return the new claim of *reclaimed*'s job."""
+    assert acked.ack()
+    assert q.cancel(cancelled.id)
+    lapse(reclaimed)
+    newer = claim_one(q, "newer")
+    assert newer.id == reclaimed.id
+    lapse(lapsed)
+    return newer
 
 
 def seconds(delta: timedelta) -> float:
