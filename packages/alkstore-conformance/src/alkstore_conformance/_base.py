@@ -21,6 +21,7 @@ from alkstore import Capability, Store
 from ._factory import FACES, Face, StoreFactory, bind_face, hooks_for
 
 __all__ = [
+    "JSON_PAYLOADS",
     "ContractBase",
     "StoppableCall",
     "eventually",
@@ -42,6 +43,28 @@ C = TypeVar("C", bound=type)
 #: Upper bound for "eventually" checks. Generous: the suite must not flake on
 #: a loaded machine, and a passing check returns as soon as it holds.
 EVENTUALLY_S = 10.0
+
+#: Payloads that must round-trip as JSON (C-3): edge numbers and strings,
+#: nesting, a tuple (read back as a list) and an int key (read back as text).
+JSON_PAYLOADS: tuple[Any, ...] = (
+    None,
+    True,
+    0,
+    -(2**63),
+    2**70,
+    1.5,
+    "text",
+    "",
+    "ünïcødé ✓ 📬",
+    'quote" backslash\\ nul\x00',
+    'quote" backslash\\ nul\x00 newline\n',
+    [],
+    {},
+    [1, [2, [3, {"k": None}]]],
+    {"b": 1, "a": 2, "nested": {"list": [1.25, "x"]}},
+    (1, 2),
+    {1: "int key"},
+)
 
 
 def unique(prefix: str = "q") -> str:
