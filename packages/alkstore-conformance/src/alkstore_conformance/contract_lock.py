@@ -35,6 +35,12 @@ def _aware_utc(when: datetime) -> bool:
     return when.tzinfo is not None and when.utcoffset() == timedelta(0)
 
 
+def _granted(lock: Lock | None) -> Lock:
+    """A lock the test needs granted: fail unless it was."""
+    assert lock is not None, "the lock was not granted"
+    return lock
+
+
 def _take_over(store: Store, name: str, owner: str, ttl_s: float = LONG_TTL_S) -> Lock:
     """Acquire *name* as *owner* as soon as the current holder's TTL ran out."""
     lock: Lock | None = eventually(lambda: store.lock(name, ttl_s, owner=owner))
@@ -71,8 +77,7 @@ class LockContract(ContractBase):
     ) -> None:
         name = unique("l")
         before = datetime.now(timezone.utc)
-        lock = store.lock(name, LONG_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
         assert (lock.name, lock.owner) == (name, "alice")
         assert isinstance(lock.token, int)
         assert _aware_utc(lock.expires_at)
@@ -111,11 +116,9 @@ class LockContract(ContractBase):
         # The second store opens first: on a loaded machine the opening alone
         # may outlast the short TTL.
         with store_factory.open() as other:
-            first = store.lock(name, SHORT_TTL_S, owner="alice")
-            assert first is not None
+            first = _granted(store.lock(name, SHORT_TTL_S, owner="alice"))
             # The owner, not the store, holds the lock.
-            again = other.lock(name, LONG_TTL_S, owner="alice")
-            assert again is not None
+            again = _granted(other.lock(name, LONG_TTL_S, owner="alice"))
             assert again.token == first.token
             assert again.owner == "alice"
             assert again.expires_at > first.expires_at
@@ -131,8 +134,7 @@ class LockContract(ContractBase):
         self, store: Store, store_factory: StoreFactory
     ) -> None:
         name = unique("l")
-        old = store.lock(name, SHORT_TTL_S, owner="alice")
-        assert old is not None
+        old = _granted(store.lock(name, SHORT_TTL_S, owner="alice"))
         with store_factory.open() as other:
             new = _take_over(other, name, "bob")
             # The old holder learns only now, and cannot disturb the new one.
@@ -161,8 +163,7 @@ class LockContract(ContractBase):
     @pytest.mark.clause("L-3")
     def test_renew_keeps_the_lock_past_its_first_ttl(self, store: Store) -> None:
         name = unique("l")
-        lock = store.lock(name, SHORT_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, SHORT_TTL_S, owner="alice"))
         first_expiry = lock.expires_at
         assert lock.renew(LONG_TTL_S) is True
         assert lock.expires_at > first_expiry
@@ -172,8 +173,7 @@ class LockContract(ContractBase):
 
     @pytest.mark.clause("L-3", "C-4")
     def test_renew_sets_expiry_to_now_plus_ttl(self, store: Store) -> None:
-        lock = store.lock(unique("l"), 10, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(unique("l"), 10, owner="alice"))
         before = lock.expires_at
         # Without an argument, renew extends by a TTL again from now.
         time.sleep(0.05)
@@ -193,14 +193,12 @@ class LockContract(ContractBase):
         self, store: Store, store_factory: StoreFactory
     ) -> None:
         name = unique("l")
-        lock = store.lock(name, LONG_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
         assert lock.release() is True
         assert lock.release() is False
         assert lock.renew() is False
         with store_factory.open() as other:
-            taken = other.lock(name, LONG_TTL_S, owner="bob")
-            assert taken is not None
+            _granted(other.lock(name, LONG_TTL_S, owner="bob"))
             assert store.lock(name, LONG_TTL_S, owner="alice") is None
 
     # ------------------------------------------------------------------- L-4
@@ -212,13 +210,11 @@ class LockContract(ContractBase):
         name = unique("l")
         tokens: list[int] = []
         with store_factory.open() as other:
-            a = store.lock(name, LONG_TTL_S, owner="alice")
-            assert a is not None
+            a = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
             tokens.append(a.token)
             # Release, then another owner on another store.
             assert a.release()
-            b = other.lock(name, SHORT_TTL_S, owner="bob")
-            assert b is not None
+            b = _granted(other.lock(name, SHORT_TTL_S, owner="bob"))
             tokens.append(b.token)
             # Expiry, then a takeover.
             c = _take_over(store, name, "carol", SHORT_TTL_S)
@@ -226,17 +222,14 @@ class LockContract(ContractBase):
             # The same owner again after its own lock expired: a fresh acquisition.
             # (Asking earlier would re-acquire the live lock with its token, L-2.)
             time.sleep(SHORT_TTL_S + 0.15)
-            c2 = other.lock(name, LONG_TTL_S, owner="carol")
-            assert c2 is not None
+            c2 = _granted(other.lock(name, LONG_TTL_S, owner="carol"))
             tokens.append(c2.token)
             # The same owner again after a release.
             assert c2.release()
-            c3 = store.lock(name, LONG_TTL_S, owner="carol")
-            assert c3 is not None
+            c3 = _granted(store.lock(name, LONG_TTL_S, owner="carol"))
             tokens.append(c3.token)
             # Re-acquiring while holding is not fresh (L-2).
-            c4 = other.lock(name, LONG_TTL_S, owner="carol")
-            assert c4 is not None
+            c4 = _granted(other.lock(name, LONG_TTL_S, owner="carol"))
             assert c4.token == c3.token
         assert all(a < b for a, b in pairwise(tokens)), tokens
 
@@ -288,13 +281,11 @@ class LockContract(ContractBase):
     @pytest.mark.clause("L-1")
     def test_lock_as_context_manager_releases_on_exit(self, store: Store) -> None:
         name = unique("l")
-        lock = store.lock(name, LONG_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
         with lock as held:
             assert held.token == lock.token
             assert store.lock(name, LONG_TTL_S, owner="bob") is None
-        bob = store.lock(name, LONG_TTL_S, owner="bob")
-        assert bob is not None
+        bob = _granted(store.lock(name, LONG_TTL_S, owner="bob"))
         with pytest.raises(_Boom), bob:
             raise _Boom
         assert bob.renew() is False
@@ -303,13 +294,11 @@ class LockContract(ContractBase):
     @pytest.mark.clause("L-1")
     def test_lock_without_owner_gets_a_unique_generated_owner(self, store: Store) -> None:
         name = unique("l")
-        first = store.lock(name, LONG_TTL_S)
-        assert first is not None
+        first = _granted(store.lock(name, LONG_TTL_S))
         assert isinstance(first.owner, str) and first.owner
         # Another call without an owner is another owner.
         assert store.lock(name, LONG_TTL_S) is None
-        second = store.lock(unique("l"), LONG_TTL_S, owner=None)
-        assert second is not None
+        second = _granted(store.lock(unique("l"), LONG_TTL_S, owner=None))
         assert second.owner != first.owner
         # The generated owner is a real owner: naming it re-acquires (L-2).
         again = store.lock(name, LONG_TTL_S, owner=first.owner)
@@ -323,8 +312,7 @@ class LockContract(ContractBase):
             with pytest.raises(InvalidArgument):
                 store.lock(name, bad)
         # Nothing was taken by the refused calls.
-        lock = store.lock(name, LONG_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
         for bad in [*bad_ttls[:3], float("nan"), "1", True]:
             with pytest.raises(InvalidArgument):
                 lock.renew(bad)
