@@ -20,14 +20,14 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _run_on_sqlite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """:func:`_run` against a SQLite file in *tmp_path*, from *tmp_path*."""
+    return _run(f"sqlite:///{tmp_path / 'x.db'}", *args, cwd=tmp_path)
+
+
 def test_runs_the_suite_against_a_sqlite_url(tmp_path: Path) -> None:
-    done = _run(
-        f"sqlite:///{tmp_path / 'x.db'}",
-        "-q",
-        "-k",
-        "every_rule or payloads_round_trip or threads_share",
-        cwd=tmp_path,
-    )
+    chosen = "every_rule or payloads_round_trip or threads_share"
+    done = _run_on_sqlite(tmp_path, "-q", "-k", chosen)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "8 passed" in done.stdout  # four tests, each through both faces (A-1)
     # Each test got its own file, removed afterwards.
@@ -35,17 +35,10 @@ def test_runs_the_suite_against_a_sqlite_url(tmp_path: Path) -> None:
 
 
 def test_engine_options_reach_the_engine(tmp_path: Path) -> None:
-    done = _run(
-        f"sqlite:///{tmp_path / 'x.db'}",
-        "--engine-opts",
-        '{"synchronous": "normal"}',
-        "-q",
-        "-k",
-        "every_rule",
-        cwd=tmp_path,
-    )
+    opts = '{"synchronous": "normal"}'
+    done = _run_on_sqlite(tmp_path, "--engine-opts", opts, "-q", "-k", "every_rule")
     assert done.returncode == 0, done.stdout + done.stderr
-    bad = _run(f"sqlite:///{tmp_path / 'x.db'}", "--engine-opts", '{"nope": 1}', "-q", cwd=tmp_path)
+    bad = _run_on_sqlite(tmp_path, "--engine-opts", '{"nope": 1}', "-q")
     assert bad.returncode != 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import threading
 import time
@@ -20,6 +21,7 @@ from alkstore import Capability, Store
 from ._factory import FACES, Face, StoreFactory, bind_face, hooks_for
 
 __all__ = [
+    "JSON_PAYLOADS",
     "ContractBase",
     "StoppableCall",
     "eventually",
@@ -27,6 +29,7 @@ __all__ = [
     "race",
     "reap",
     "requires",
+    "run_threads",
     "signals",
     "spawn",
     "start_together",
@@ -40,6 +43,28 @@ C = TypeVar("C", bound=type)
 #: Upper bound for "eventually" checks. Generous: the suite must not flake on
 #: a loaded machine, and a passing check returns as soon as it holds.
 EVENTUALLY_S = 10.0
+
+#: Payloads that must round-trip as JSON (C-3): edge numbers and strings,
+#: nesting, a tuple (read back as a list) and an int key (read back as text).
+JSON_PAYLOADS: tuple[Any, ...] = (
+    None,
+    True,
+    0,
+    -(2**63),
+    2**70,
+    1.5,
+    "text",
+    "",
+    "ünïcødé ✓ 📬",
+    'quote" backslash\\ nul\x00',
+    'quote" backslash\\ nul\x00 newline\n',
+    [],
+    {},
+    [1, [2, [3, {"k": None}]]],
+    {"b": 1, "a": 2, "nested": {"list": [1.25, "x"]}},
+    (1, 2),
+    {1: "int key"},
+)
 
 
 def unique(prefix: str = "q") -> str:
@@ -136,6 +161,31 @@ def reap(procs: Sequence[SpawnProcess], go: Any = None) -> None:
 #: The stop latency the suite promises callers of ``run_*`` loops; joins
 #: wait longer than this so a slow machine reports a clear failure.
 STOP_WITHIN_S = 2.0
+
+
+def run_threads(targets: Sequence[Callable[[], None]], timeout_s: float = 120.0) -> None:
+    """Run *targets* in threads started together; re-raise the first error."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(targets))
+
+    def wrap(target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                start.wait(30)
+                target()
+            except BaseException as exc:
+                errors.append(exc)
+
+        return run
+
+    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    if errors:
+        raise errors[0]
 
 
 class StoppableCall:
@@ -266,6 +316,19 @@ class ContractBase:
             yield opened
         finally:
             opened.close()
+
+    @pytest.fixture
+    def other_database(
+        self, store_factory: StoreFactory, request: pytest.FixtureRequest
+    ) -> Iterator[StoreFactory]:
+        """A factory on a second, empty database (another file, another
+        schema), from the engine's conformance hooks."""
+        hooks = hooks_for(store_factory.scheme)
+        key = f"other-{request.node.name}"
+        with hooks.isolated(store_factory.url, store_factory.opts, key) as (url, opts):
+            if url == store_factory.url and dict(opts) == dict(store_factory.opts):
+                pytest.skip("the engine's conformance hooks cannot make a second database")
+            yield dataclasses.replace(store_factory, url=url, opts=opts)
 
     @pytest.fixture(autouse=True)
     def _capability_gate(self, request: pytest.FixtureRequest) -> None:

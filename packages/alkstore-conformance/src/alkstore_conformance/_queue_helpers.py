@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Generic, TypeVar
 
@@ -34,7 +34,7 @@ from alkstore import (
     Queue,
 )
 
-from ._base import eventually
+from ._base import eventually, run_threads
 
 __all__ = [
     "LONG_S",
@@ -54,6 +54,7 @@ __all__ = [
     "race_round",
     "run_threads",
     "seconds",
+    "spoil_claims",
 ]
 
 
@@ -107,6 +108,19 @@ def lapse(*jobs: Job) -> None:
     for job in jobs:
         assert job.heartbeat(0.01), f"job {job.id}: the claim had already lapsed"
     time.sleep(0.1)
+
+
+def spoil_claims(q: Queue, acked: Job, cancelled: Job, lapsed: Job, reclaimed: Job) -> Job:
+    """Make four claims of *q* invalid: ack *acked*, cancel *cancelled*'s job,
+    let *reclaimed* lapse and be claimed by worker "newer", let *lapsed*
+    lapse; return the new claim of *reclaimed*'s job."""
+    assert acked.ack()
+    assert q.cancel(cancelled.id)
+    lapse(reclaimed)
+    newer = claim_one(q, "newer")
+    assert newer.id == reclaimed.id
+    lapse(lapsed)
+    return newer
 
 
 def seconds(delta: timedelta) -> float:
@@ -169,31 +183,6 @@ def blocked(call: Callable[[], T]) -> Background[T]:
     time.sleep(SETTLE_S)
     assert not bg.done, "the blocking call returned before anything happened"
     return bg
-
-
-def run_threads(targets: Sequence[Callable[[], None]], timeout_s: float = 120.0) -> None:
-    """Run *targets* in threads started together; re-raise the first error."""
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(targets))
-
-    def wrap(target: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                start.wait(30)
-                target()
-            except BaseException as exc:
-                errors.append(exc)
-
-        return run
-
-    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s)
-    assert not any(t.is_alive() for t in threads), "a thread did not finish"
-    if errors:
-        raise errors[0]
 
 
 def fill_for_order(q: Queue) -> list[str]:

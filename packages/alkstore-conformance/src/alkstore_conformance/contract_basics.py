@@ -23,7 +23,7 @@ from alkstore import (
 )
 from alkstore.names import MAX_NOTIFICATION_BYTES, MAX_PAYLOAD_BYTES
 
-from ._base import ContractBase, unique
+from ._base import JSON_PAYLOADS, ContractBase, unique
 
 BAD_NAMES: list[Any] = [
     "",
@@ -124,24 +124,7 @@ class BasicsContract(ContractBase):
     @pytest.mark.requires(Capability.QUEUES)
     def test_payloads_round_trip_as_json(self, store: Store) -> None:
         q = store.queue(unique())
-        payloads: list[Any] = [
-            None,
-            True,
-            0,
-            -(2**63),
-            2**70,
-            1.5,
-            "text",
-            "ünïcødé ✓ 📬",
-            "",
-            'quote" backslash\\ nul\x00',
-            [],
-            {},
-            [1, [2, [3, {"k": None}]]],
-            {"b": 1, "a": 2, "nested": {"list": [1.25, "x"]}},
-            (1, 2),
-            {1: "int key"},
-        ]
+        payloads: list[Any] = list(JSON_PAYLOADS)
         ids = [q.enqueue(p) for p in payloads]
         for job_id, payload in zip(ids, payloads, strict=True):
             info = q.get_job(job_id)

@@ -22,15 +22,7 @@ from alkstore import Capability, EnqueueOpts, InvalidArgument, JobState, Queue, 
 
 from ._base import ContractBase, unique
 from ._factory import StoreFactory
-from ._queue_helpers import (
-    LONG_S,
-    WAKE_BOUND_S,
-    blocked,
-    claim_one,
-    counts,
-    info_of,
-    lapse,
-)
+from ._queue_helpers import LONG_S, WAKE_BOUND_S, blocked, claim_one, counts, info_of, lapse
 
 __all__ = ["DeadLetterContract"]
 

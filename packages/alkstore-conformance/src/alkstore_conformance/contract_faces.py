@@ -25,11 +25,15 @@ import pytest
 
 import alkstore
 from alkstore import (
+    AsyncJob,
+    AsyncQueue,
     AsyncStore,
     AsyncWorker,
     Capability,
     InvalidArgument,
+    Job,
     JobState,
+    Queue,
     QueueOpts,
     Store,
     Worker,
@@ -129,6 +133,23 @@ def both_faces(factory: StoreFactory) -> Iterator[tuple[Store, Runner, AsyncStor
     finally:
         runner.close()
         store.close()
+
+
+@contextmanager
+def claims_on_both_faces(
+    factory: StoreFactory,
+) -> Iterator[tuple[Store, Runner, AsyncStore, Queue, AsyncQueue, Job, AsyncJob]]:
+    """:func:`both_faces` with one queue seen from each face and one job
+    claimed through each: (store, runner, astore, q, aq, sync_job, async_job)."""
+    name = unique()
+    with both_faces(factory) as (store, runner, astore):
+        q = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
+        aq = astore.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
+        q.enqueue_many(["sync", "async"])
+        sync_job = q.claim("w-sync")
+        async_job = runner.run(aq.claim("w-async"))
+        assert sync_job is not None and async_job is not None
+        yield store, runner, astore, q, aq, sync_job, async_job
 
 
 def _noop(job: Any) -> None:
@@ -266,14 +287,7 @@ class FacesContract(ContractBase):
         """``queue.ack_batch`` and ``store.ack_each`` of the sync face refuse a
         job the async store claimed, name the sync face's job class, and leave
         the claim as it was."""
-        name = unique()
-        with both_faces(store_factory) as (store, runner, astore):
-            q = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
-            aq = astore.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
-            q.enqueue_many(["sync", "async"])
-            sync_job = q.claim("w-sync")
-            async_job = runner.run(aq.claim("w-async"))
-            assert sync_job is not None and async_job is not None
+        with claims_on_both_faces(store_factory) as (store, runner, _, q, aq, sync_job, async_job):
             to_use = type(sync_job).__name__
             stranger: Any = async_job  # what a type checker would refuse
             with pytest.raises(InvalidArgument) as info:
@@ -298,14 +312,7 @@ class FacesContract(ContractBase):
     def test_async_batch_ops_given_a_sync_job_are_refused_naming_the_job_class(
         self, store_factory: StoreFactory
     ) -> None:
-        name = unique()
-        with both_faces(store_factory) as (store, runner, astore):
-            q = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
-            aq = astore.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
-            q.enqueue_many(["sync", "async"])
-            sync_job = q.claim("w-sync")
-            async_job = runner.run(aq.claim("w-async"))
-            assert sync_job is not None and async_job is not None
+        with claims_on_both_faces(store_factory) as (_, runner, astore, q, aq, sync_job, async_job):
             to_use = type(async_job).__name__
             stranger: Any = sync_job
             with pytest.raises(InvalidArgument) as info:

@@ -17,13 +17,12 @@ machine makes those tests slower, never wrong.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import multiprocessing
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -46,7 +45,7 @@ from alkstore import (
 
 from . import _children_jobcontrol
 from ._base import ContractBase, StoppableCall, eventually, race, signals, spawn, unique
-from ._factory import StoreFactory, hooks_for
+from ._factory import StoreFactory
 from ._queue_helpers import (
     LONG_S,
     Background,
@@ -963,18 +962,6 @@ class JobControlContract(ContractBase):
         # Five units at one every 0.2 s span at least 0.8 s.
         started.sort()
         assert started[-1] - started[0] >= 0.79, f"claims were not paced: {started}"
-
-    @pytest.fixture
-    def other_database(
-        self, store_factory: StoreFactory, request: pytest.FixtureRequest
-    ) -> Iterator[StoreFactory]:
-        """A factory on a second, empty database, from the engine's hooks."""
-        hooks = hooks_for(store_factory.scheme)
-        key = f"other-{request.node.name}"
-        with hooks.isolated(store_factory.url, store_factory.opts, key) as (url, opts):
-            if url == store_factory.url and dict(opts) == dict(store_factory.opts):
-                pytest.skip("the engine's conformance hooks cannot make a second database")
-            yield dataclasses.replace(store_factory, url=url, opts=opts)
 
     @pytest.mark.clause("R-1", "C-7")
     @RATES

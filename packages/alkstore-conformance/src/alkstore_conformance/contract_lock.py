@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from itertools import pairwise
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from alkstore import Capability, InvalidArgument, Lock, Store
 
-from ._base import ContractBase, eventually, requires, unique
+from ._base import ContractBase, eventually, requires, run_threads, unique
 from ._factory import StoreFactory
 
 #: A TTL that runs out during the test.
@@ -34,6 +35,12 @@ def _aware_utc(when: datetime) -> bool:
     return when.tzinfo is not None and when.utcoffset() == timedelta(0)
 
 
+def _granted(lock: Lock | None) -> Lock:
+    """A lock the test needs granted: fail unless it was."""
+    assert lock is not None, "the lock was not granted"
+    return lock
+
+
 def _take_over(store: Store, name: str, owner: str, ttl_s: float = LONG_TTL_S) -> Lock:
     """Acquire *name* as *owner* as soon as the current holder's TTL ran out."""
     lock: Lock | None = eventually(lambda: store.lock(name, ttl_s, owner=owner))
@@ -44,25 +51,17 @@ def _take_over(store: Store, name: str, owner: str, ttl_s: float = LONG_TTL_S) -
 def _race_for(name: str, stores: list[Store], threads_n: int) -> list[Lock]:
     """Let *threads_n* threads, spread over *stores*, ask for *name* at once as
     different owners; return the locks they got."""
-    barrier = threading.Barrier(threads_n)
     winners: list[Lock] = []
-    errors: list[BaseException] = []
 
-    def race(n: int) -> None:
-        try:
-            barrier.wait(10)
+    def racer(n: int) -> Callable[[], None]:
+        def race() -> None:
             got = stores[n % len(stores)].lock(name, LONG_TTL_S, owner=f"owner-{n}")
             if got is not None:
                 winners.append(got)
-        except BaseException as exc:
-            errors.append(exc)
 
-    threads = [threading.Thread(target=race, args=(n,)) for n in range(threads_n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+        return race
+
+    run_threads([racer(n) for n in range(threads_n)], timeout_s=60)
     return winners
 
 
@@ -78,8 +77,7 @@ class LockContract(ContractBase):
     ) -> None:
         name = unique("l")
         before = datetime.now(timezone.utc)
-        lock = store.lock(name, LONG_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
         assert (lock.name, lock.owner) == (name, "alice")
         assert isinstance(lock.token, int)
         assert _aware_utc(lock.expires_at)
@@ -118,11 +116,9 @@ class LockContract(ContractBase):
         # The second store opens first: on a loaded machine the opening alone
         # may outlast the short TTL.
         with store_factory.open() as other:
-            first = store.lock(name, SHORT_TTL_S, owner="alice")
-            assert first is not None
+            first = _granted(store.lock(name, SHORT_TTL_S, owner="alice"))
             # The owner, not the store, holds the lock.
-            again = other.lock(name, LONG_TTL_S, owner="alice")
-            assert again is not None
+            again = _granted(other.lock(name, LONG_TTL_S, owner="alice"))
             assert again.token == first.token
             assert again.owner == "alice"
             assert again.expires_at > first.expires_at
@@ -138,8 +134,7 @@ class LockContract(ContractBase):
         self, store: Store, store_factory: StoreFactory
     ) -> None:
         name = unique("l")
-        old = store.lock(name, SHORT_TTL_S, owner="alice")
-        assert old is not None
+        old = _granted(store.lock(name, SHORT_TTL_S, owner="alice"))
         with store_factory.open() as other:
             new = _take_over(other, name, "bob")
             # The old holder learns only now, and cannot disturb the new one.
@@ -168,8 +163,7 @@ class LockContract(ContractBase):
     @pytest.mark.clause("L-3")
     def test_renew_keeps_the_lock_past_its_first_ttl(self, store: Store) -> None:
         name = unique("l")
-        lock = store.lock(name, SHORT_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, SHORT_TTL_S, owner="alice"))
         first_expiry = lock.expires_at
         assert lock.renew(LONG_TTL_S) is True
         assert lock.expires_at > first_expiry
@@ -179,8 +173,7 @@ class LockContract(ContractBase):
 
     @pytest.mark.clause("L-3", "C-4")
     def test_renew_sets_expiry_to_now_plus_ttl(self, store: Store) -> None:
-        lock = store.lock(unique("l"), 10, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(unique("l"), 10, owner="alice"))
         before = lock.expires_at
         # Without an argument, renew extends by a TTL again from now.
         time.sleep(0.05)
@@ -200,14 +193,12 @@ class LockContract(ContractBase):
         self, store: Store, store_factory: StoreFactory
     ) -> None:
         name = unique("l")
-        lock = store.lock(name, LONG_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
         assert lock.release() is True
         assert lock.release() is False
         assert lock.renew() is False
         with store_factory.open() as other:
-            taken = other.lock(name, LONG_TTL_S, owner="bob")
-            assert taken is not None
+            _granted(other.lock(name, LONG_TTL_S, owner="bob"))
             assert store.lock(name, LONG_TTL_S, owner="alice") is None
 
     # ------------------------------------------------------------------- L-4
@@ -219,13 +210,11 @@ class LockContract(ContractBase):
         name = unique("l")
         tokens: list[int] = []
         with store_factory.open() as other:
-            a = store.lock(name, LONG_TTL_S, owner="alice")
-            assert a is not None
+            a = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
             tokens.append(a.token)
             # Release, then another owner on another store.
             assert a.release()
-            b = other.lock(name, SHORT_TTL_S, owner="bob")
-            assert b is not None
+            b = _granted(other.lock(name, SHORT_TTL_S, owner="bob"))
             tokens.append(b.token)
             # Expiry, then a takeover.
             c = _take_over(store, name, "carol", SHORT_TTL_S)
@@ -233,17 +222,14 @@ class LockContract(ContractBase):
             # The same owner again after its own lock expired: a fresh acquisition.
             # (Asking earlier would re-acquire the live lock with its token, L-2.)
             time.sleep(SHORT_TTL_S + 0.15)
-            c2 = other.lock(name, LONG_TTL_S, owner="carol")
-            assert c2 is not None
+            c2 = _granted(other.lock(name, LONG_TTL_S, owner="carol"))
             tokens.append(c2.token)
             # The same owner again after a release.
             assert c2.release()
-            c3 = store.lock(name, LONG_TTL_S, owner="carol")
-            assert c3 is not None
+            c3 = _granted(store.lock(name, LONG_TTL_S, owner="carol"))
             tokens.append(c3.token)
             # Re-acquiring while holding is not fresh (L-2).
-            c4 = other.lock(name, LONG_TTL_S, owner="carol")
-            assert c4 is not None
+            c4 = _granted(other.lock(name, LONG_TTL_S, owner="carol"))
             assert c4.token == c3.token
         assert all(a < b for a, b in pairwise(tokens)), tokens
 
@@ -259,13 +245,12 @@ class LockContract(ContractBase):
         order: list[int] = []
         holding = [0]
         overlaps: list[int] = []
-        errors: list[BaseException] = []
         guard = threading.Lock()
         with store_factory.open() as other:
             stores = [store, other]
 
-            def contend(n: int) -> None:
-                try:
+            def contender(n: int) -> Callable[[], None]:
+                def contend() -> None:
                     wins = 0
                     deadline = time.monotonic() + 60
                     while wins < wins_each and time.monotonic() < deadline:
@@ -283,15 +268,10 @@ class LockContract(ContractBase):
                             holding[0] -= 1
                         assert lock.release() is True
                         wins += 1
-                except BaseException as exc:
-                    errors.append(exc)
 
-            threads = [threading.Thread(target=contend, args=(n,)) for n in range(threads_n)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(90)
-        assert errors == []
+                return contend
+
+            run_threads([contender(n) for n in range(threads_n)], timeout_s=90)
         assert overlaps == []
         assert len(order) == threads_n * wins_each
         assert all(a < b for a, b in pairwise(order)), order
@@ -301,13 +281,11 @@ class LockContract(ContractBase):
     @pytest.mark.clause("L-1")
     def test_lock_as_context_manager_releases_on_exit(self, store: Store) -> None:
         name = unique("l")
-        lock = store.lock(name, LONG_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
         with lock as held:
             assert held.token == lock.token
             assert store.lock(name, LONG_TTL_S, owner="bob") is None
-        bob = store.lock(name, LONG_TTL_S, owner="bob")
-        assert bob is not None
+        bob = _granted(store.lock(name, LONG_TTL_S, owner="bob"))
         with pytest.raises(_Boom), bob:
             raise _Boom
         assert bob.renew() is False
@@ -316,13 +294,11 @@ class LockContract(ContractBase):
     @pytest.mark.clause("L-1")
     def test_lock_without_owner_gets_a_unique_generated_owner(self, store: Store) -> None:
         name = unique("l")
-        first = store.lock(name, LONG_TTL_S)
-        assert first is not None
+        first = _granted(store.lock(name, LONG_TTL_S))
         assert isinstance(first.owner, str) and first.owner
         # Another call without an owner is another owner.
         assert store.lock(name, LONG_TTL_S) is None
-        second = store.lock(unique("l"), LONG_TTL_S, owner=None)
-        assert second is not None
+        second = _granted(store.lock(unique("l"), LONG_TTL_S, owner=None))
         assert second.owner != first.owner
         # The generated owner is a real owner: naming it re-acquires (L-2).
         again = store.lock(name, LONG_TTL_S, owner=first.owner)
@@ -336,8 +312,7 @@ class LockContract(ContractBase):
             with pytest.raises(InvalidArgument):
                 store.lock(name, bad)
         # Nothing was taken by the refused calls.
-        lock = store.lock(name, LONG_TTL_S, owner="alice")
-        assert lock is not None
+        lock = _granted(store.lock(name, LONG_TTL_S, owner="alice"))
         for bad in [*bad_ttls[:3], float("nan"), "1", True]:
             with pytest.raises(InvalidArgument):
                 lock.renew(bad)

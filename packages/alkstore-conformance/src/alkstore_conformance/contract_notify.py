@@ -20,7 +20,7 @@ from alkstore import Capability, InvalidArgument, Listener, Notification, Store
 from alkstore.names import MAX_NOTIFICATION_BYTES
 
 from . import _children_misc
-from ._base import ContractBase, eventually, reap, requires, signals, spawn, unique
+from ._base import JSON_PAYLOADS, ContractBase, eventually, reap, requires, signals, spawn, unique
 from ._factory import StoreFactory
 
 #: Upper bound for a notification to arrive. Generous; passes return at once.
@@ -300,23 +300,7 @@ class NotificationContract(ContractBase):
     @pytest.mark.clause("N-2", "C-3")
     def test_notification_payloads_round_trip_as_json(self, store: Store) -> None:
         channel = unique("ch")
-        payloads: list[Any] = [
-            None,
-            True,
-            0,
-            -(2**63),
-            2**70,
-            1.5,
-            "",
-            "ünïcødé ✓ 📬",
-            'quote" backslash\\ nul\x00 newline\n',
-            [],
-            {},
-            [1, [2, [3, {"k": None}]]],
-            {"b": 1, "a": 2, "nested": {"list": [1.25, "x"]}},
-            (1, 2),
-            {1: "int key"},
-        ]
+        payloads: list[Any] = list(JSON_PAYLOADS)
         with store.listen(channel) as listener:
             for payload in payloads:
                 store.notify(channel, payload)

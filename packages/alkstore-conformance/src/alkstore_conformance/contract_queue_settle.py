@@ -25,6 +25,7 @@ from ._queue_helpers import (
     lapse,
     race_round,
     seconds,
+    spoil_claims,
 )
 
 __all__ = ["QueueSettleContract"]
@@ -183,12 +184,7 @@ class QueueSettleContract(ContractBase):
         jobs = q.claim_batch("w", 6)
         assert [j.id for j in jobs] == ids
         valid1, acked, cancelled, lapsed, reclaimed, valid2 = jobs
-        assert acked.ack()
-        assert q.cancel(cancelled.id)
-        lapse(reclaimed)
-        newer = claim_one(q, "newer")
-        assert newer.id == reclaimed.id
-        lapse(lapsed)
+        newer = spoil_claims(q, acked, cancelled, lapsed, reclaimed)
         landed = q.ack_batch([valid1, acked, cancelled, lapsed, reclaimed, valid2])
         assert landed == 2
         assert q.get_job(valid1.id) is None and q.get_job(valid2.id) is None

@@ -13,16 +13,14 @@ overdone.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from alkstore import Capability, EnqueueOpts, JobState, Queue, QueueOpts, Store
 
 from ._base import ContractBase, requires, unique
-from ._factory import StoreFactory, hooks_for
+from ._factory import StoreFactory
 
 __all__ = ["ScopingContract"]
 
@@ -47,19 +45,6 @@ def _counts(q: Queue) -> tuple[int, int, int, int]:
 @requires(Capability.QUEUES)
 class ScopingContract(ContractBase):
     """C-7 across queues and across databases, for every scoped operation."""
-
-    @pytest.fixture
-    def other_database(
-        self, store_factory: StoreFactory, request: pytest.FixtureRequest
-    ) -> Iterator[StoreFactory]:
-        """A factory on a second, empty database (another file, another
-        schema), from the engine's conformance hooks."""
-        hooks = hooks_for(store_factory.scheme)
-        key = f"other-{request.node.name}"
-        with hooks.isolated(store_factory.url, store_factory.opts, key) as (url, opts):
-            if url == store_factory.url and dict(opts) == dict(store_factory.opts):
-                pytest.skip("the engine's conformance hooks cannot make a second database")
-            yield dataclasses.replace(store_factory, url=url, opts=opts)
 
     # ----------------------------------------------------------- queue handles
 

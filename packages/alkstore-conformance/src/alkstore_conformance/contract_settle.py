@@ -32,7 +32,16 @@ from alkstore import (
 
 from ._base import ContractBase, requires, unique
 from ._factory import StoreFactory, hooks_for, hooks_of
-from ._queue_helpers import LONG_S, WAKE_BOUND_S, blocked, claim_one, counts, info_of, lapse
+from ._queue_helpers import (
+    LONG_S,
+    WAKE_BOUND_S,
+    blocked,
+    claim_one,
+    counts,
+    info_of,
+    lapse,
+    spoil_claims,
+)
 
 __all__ = ["SettleContract"]
 
@@ -99,12 +108,7 @@ class SettleContract(ContractBase):
         q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, max_attempts=5))
         q.enqueue_many(["valid", "acked", "cancelled", "lapsed", "reclaimed"])
         valid, acked, cancelled, lapsed, reclaimed = q.claim_batch("w", 5)
-        assert acked.ack()
-        assert q.cancel(cancelled.id)
-        lapse(reclaimed)
-        newer = claim_one(q, "newer")
-        assert newer.id == reclaimed.id
-        lapse(lapsed)
+        newer = spoil_claims(q, acked, cancelled, lapsed, reclaimed)
         results = store.ack_each([valid, acked, cancelled, lapsed, reclaimed, newer])
         assert results == [True, False, False, False, False, True]
         assert q.get_job(valid.id) is None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue as queue_mod
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -20,7 +21,16 @@ import pytest
 from alkstore import Capability, Event, InvalidArgument, Store
 
 from . import _children_misc
-from ._base import ContractBase, reap, requires, signals, spawn, start_together, unique
+from ._base import (
+    ContractBase,
+    reap,
+    requires,
+    run_threads,
+    signals,
+    spawn,
+    start_together,
+    unique,
+)
 from ._factory import StoreFactory
 
 #: Upper bound for a blocking call that should return "at once" or "soon".
@@ -302,24 +312,16 @@ class StreamContract(ContractBase):
         s = store.stream(unique("s"))
         s.publish(0)
         moved: list[int] = []
-        errors: list[BaseException] = []
-        barrier = threading.Barrier(4)
 
-        def commit_all(start: int) -> None:
-            try:
-                barrier.wait(10)
+        def committer(start: int) -> Callable[[], None]:
+            def commit_all() -> None:
                 for off in range(start, 41, 4):
                     if s.commit("c", off):
                         moved.append(off)
-            except BaseException as exc:
-                errors.append(exc)
 
-        threads = [threading.Thread(target=commit_all, args=(n,)) for n in range(1, 5)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert errors == []
+            return commit_all
+
+        run_threads([committer(n) for n in range(1, 5)], timeout_s=60)
         assert s.offset("c") == 40
         assert 40 in moved
 
