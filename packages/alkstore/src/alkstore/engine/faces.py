@@ -9,6 +9,7 @@ told apart without I/O: the async face's methods are coroutine functions.
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 from alkstore.errors import InvalidArgument
@@ -21,8 +22,13 @@ _STORES = {True: "the async store (alkstore.open_async)", False: "the sync store
 
 def is_async(obj: object, method: str) -> bool:
     """Whether *obj*'s (or, for a class, its own) *method* is a coroutine
-    function: the async face's mark."""
-    owner = obj if isinstance(obj, type) else type(obj)
+    function: the async face's mark. Known once per class: ``tx=`` is checked
+    on every call that takes one."""
+    return _is_async_method(obj if isinstance(obj, type) else type(obj), method)
+
+
+@functools.lru_cache(maxsize=256)
+def _is_async_method(owner: type, method: str) -> bool:
     return inspect.iscoroutinefunction(getattr(owner, method, None))
 
 

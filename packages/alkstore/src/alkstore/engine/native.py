@@ -125,10 +125,10 @@ _SQLALCHEMY_SYNC = ("Session", "Connection", "scoped_session", "Engine")
 #: What each face takes as its own transaction.
 _OWN_TX = "the transaction of its store.transaction(), or its driver's connection"
 #: Where the sync transactions and connections the async face refuses come
-#: from. Not ``sqlite3``: on an engine whose async face runs the sync one on
-#: I/O threads, the native connection behind an async transaction is a
-#: ``sqlite3.Connection`` (T-2), and it is taken.
-_SYNC_MODULES = ("alkstore", "psycopg")
+#: from, besides alkstore's own packages. Not ``sqlite3``: on an engine whose
+#: async face runs the sync one on I/O threads, the native connection behind
+#: an async transaction is a ``sqlite3.Connection`` (T-2), and it is taken.
+_SYNC_MODULES = ("psycopg",)
 
 
 def resolve_sync(tx: object | None) -> object | None:
@@ -159,7 +159,7 @@ async def resolve_async(tx: object | None) -> object | None:
             driver: object = await _sqlalchemy_async(tx)
             return driver
         return tx
-    sync_object = module.split(".")[0] in _SYNC_MODULES or module.startswith("alkstore_")
+    sync_object = module.startswith("alkstore") or module.split(".")[0] in _SYNC_MODULES
     if sync_object and callable(getattr(tx, "execute", None)) and not is_async(tx, "execute"):
         raise wrong_face("tx", tx, async_face=True, takes=_OWN_TX)
     return tx
