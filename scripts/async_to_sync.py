@@ -121,6 +121,7 @@ NAMES: dict[str, str] = {
     # the PostgreSQL engine
     "AsyncPgExecutor": "PgExecutor",
     "AsyncPostgresTx": "PostgresTx",
+    "AsyncJoined": "Joined",
     "AsyncPostgresStore": "PostgresStore",
     "AsyncEnqueueCombiner": "EnqueueCombiner",
     "AsyncListenerLoop": "ListenerLoop",

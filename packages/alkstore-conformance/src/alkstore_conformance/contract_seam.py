@@ -21,7 +21,17 @@ from typing import Any
 
 import pytest
 
-from alkstore import Capability, JobState, LockInfo, QueueFull, QueueStats, Store, SweepResult
+from alkstore import (
+    Capability,
+    InvalidArgument,
+    JobState,
+    LockInfo,
+    QueueFull,
+    QueueStats,
+    Store,
+    StoreClosed,
+    SweepResult,
+)
 from alkstore.engine import (
     ClaimRow,
     Executor,
@@ -100,14 +110,16 @@ class SeamContract(ContractBase):
     """Every :class:`~alkstore.engine.seam.Executor` operation, directly."""
 
     @pytest.fixture
-    def ex(self, store: Store) -> Executor:
+    def ex(self, store: Store) -> Executor[Any]:
         """The executor under the test's store."""
-        executor: Executor | None = getattr(store, "executor", None)
+        executor: Executor[Any] | None = getattr(store, "executor", None)
         if executor is None:
             pytest.skip("the store has no executor: the engine is not built on the kit's seam")
         return executor
 
-    def _claim(self, ex: Executor, queue: str, n: int = 1, worker: str = "w") -> list[ClaimRow]:
+    def _claim(
+        self, ex: Executor[Any], queue: str, n: int = 1, worker: str = "w"
+    ) -> list[ClaimRow]:
         return ex.claim([queue], worker, n, None, False)
 
     # ------------------------------------------------------------ the store
@@ -115,7 +127,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("C-7")
     @SEAM
     def test_seam_store_properties(
-        self, ex: Executor, store: Store, store_factory: StoreFactory
+        self, ex: Executor[Any], store: Store, store_factory: StoreFactory
     ) -> None:
         assert not ex.closed
         assert ex.url == store.url
@@ -125,7 +137,7 @@ class SeamContract(ContractBase):
         assert fallback is None or fallback > 0
         other = store_factory.open()
         try:
-            other_ex: Executor = other.executor  # type: ignore[attr-defined]
+            other_ex: Executor[Any] = other.executor  # type: ignore[attr-defined]
             assert other_ex.store_id == ex.store_id, "two stores on one database"
         finally:
             other.close()
@@ -135,15 +147,15 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("T-1")
     @SEAM
     @QUEUES
-    def test_seam_transaction_commits_or_rolls_back_what_joins_it(self, ex: Executor) -> None:
+    def test_seam_transaction_commits_or_rolls_back_what_joins_it(self, ex: Executor[Any]) -> None:
         q = unique()
         with ex.transaction() as tx:
-            kept = ex.insert_jobs(tx, q, [new_job()], None)
+            kept = ex.insert_jobs(ex.resolve_tx(tx), q, [new_job()], None)
         gone: list[Inserted] = []
 
         def rolled_back() -> None:
             with ex.transaction() as tx:
-                gone.extend(ex.insert_jobs(tx, q, [new_job()], None))
+                gone.extend(ex.insert_jobs(ex.resolve_tx(tx), q, [new_job()], None))
                 raise KeyError("roll back")
 
         with pytest.raises(KeyError):
@@ -151,12 +163,29 @@ class SeamContract(ContractBase):
         assert ex.get_job(q, kept[0].id) is not None
         assert ex.get_job(q, gone[0].id) is None
 
+    @pytest.mark.clause("T-1", "T-2", "ST-3")
+    @SEAM
+    def test_seam_resolve_tx_takes_a_transaction_and_refuses_the_rest(
+        self, ex: Executor[Any], store_factory: StoreFactory
+    ) -> None:
+        with ex.transaction() as tx:
+            resolved = ex.resolve_tx(tx)
+            assert resolved is not None
+        for wrong in (object(), "tx", 42):
+            with pytest.raises(InvalidArgument):
+                ex.resolve_tx(wrong)
+        other = store_factory.open()
+        other_ex: Executor[Any] = other.executor  # type: ignore[attr-defined]
+        other.close()
+        with pytest.raises(StoreClosed):
+            other_ex.resolve_tx(object())  # closed first, whatever is passed
+
     # --------------------------------------------------------------- queues
 
     @pytest.mark.clause("Q-1", "Q-23", "Q-24")
     @SEAM
     @QUEUES
-    def test_seam_insert_jobs(self, ex: Executor) -> None:
+    def test_seam_insert_jobs(self, ex: Executor[Any]) -> None:
         q = unique()
         rows = ex.insert_jobs(None, q, [new_job('"a"'), new_job('"b"')], None)
         assert all(isinstance(r, Inserted) and r.created for r in rows)
@@ -171,7 +200,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-2", "Q-4")
     @SEAM
     @QUEUES
-    def test_seam_claim(self, ex: Executor) -> None:
+    def test_seam_claim(self, ex: Executor[Any]) -> None:
         q = unique()
         low, high = ex.insert_jobs(None, q, [new_job('"low"')], None) + ex.insert_jobs(
             None, q, [new_job('"high"', priority=5)], None
@@ -192,7 +221,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-2", "Q-19")
     @SEAM
     @QUEUES
-    def test_seam_next_ready(self, ex: Executor) -> None:
+    def test_seam_next_ready(self, ex: Executor[Any]) -> None:
         q = unique()
         assert ex.next_ready([q]) is None
         ex.insert_jobs(None, q, [new_job(delay_s=30.0)], None)
@@ -205,7 +234,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-7", "Q-9")
     @SEAM
     @QUEUES
-    def test_seam_ack(self, ex: Executor) -> None:
+    def test_seam_ack(self, ex: Executor[Any]) -> None:
         q = unique()
         ex.insert_jobs(None, q, [new_job(), new_job()], None)
         a, b = self._claim(ex, q, n=2)
@@ -218,7 +247,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-10")
     @SEAM
     @QUEUES
-    def test_seam_retry(self, ex: Executor) -> None:
+    def test_seam_retry(self, ex: Executor[Any]) -> None:
         q = unique()
         ex.insert_jobs(None, q, [new_job()], None)
         ex.insert_jobs(None, q, [new_job(max_attempts=1)], None)
@@ -235,7 +264,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-11")
     @SEAM
     @QUEUES
-    def test_seam_fail(self, ex: Executor) -> None:
+    def test_seam_fail(self, ex: Executor[Any]) -> None:
         q = unique()
         ex.insert_jobs(None, q, [new_job()], None)
         (row,) = self._claim(ex, q)
@@ -248,7 +277,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-26")
     @SEAM
     @QUEUES
-    def test_seam_release(self, ex: Executor) -> None:
+    def test_seam_release(self, ex: Executor[Any]) -> None:
         q = unique()
         ex.insert_jobs(None, q, [new_job()], None)
         (row,) = self._claim(ex, q)
@@ -262,7 +291,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-8")
     @SEAM
     @QUEUES
-    def test_seam_heartbeat(self, ex: Executor) -> None:
+    def test_seam_heartbeat(self, ex: Executor[Any]) -> None:
         q = unique()
         ex.insert_jobs(None, q, [new_job()], None)
         (row,) = self._claim(ex, q)
@@ -276,7 +305,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-13")
     @SEAM
     @QUEUES
-    def test_seam_cancel(self, ex: Executor) -> None:
+    def test_seam_cancel(self, ex: Executor[Any]) -> None:
         q = unique()
         pending, processing = ex.insert_jobs(None, q, [new_job(), new_job()], None)
         self._claim(ex, q)
@@ -289,7 +318,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-14")
     @SEAM
     @QUEUES
-    def test_seam_get_job(self, ex: Executor) -> None:
+    def test_seam_get_job(self, ex: Executor[Any]) -> None:
         q = unique()
         (ins,) = ex.insert_jobs(
             None,
@@ -312,7 +341,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-14")
     @SEAM
     @QUEUES
-    def test_seam_list_jobs(self, ex: Executor) -> None:
+    def test_seam_list_jobs(self, ex: Executor[Any]) -> None:
         q = unique()
         ids = [r.id for r in ex.insert_jobs(None, q, [new_job() for _ in range(5)], None)]
         (claimed,) = self._claim(ex, q)
@@ -325,7 +354,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-14")
     @SEAM
     @QUEUES
-    def test_seam_queue_stats(self, ex: Executor) -> None:
+    def test_seam_queue_stats(self, ex: Executor[Any]) -> None:
         q, empty = unique(), unique()
         ex.insert_jobs(None, q, [new_job(), new_job()], None)
         ex.insert_jobs(None, q, [new_job(delay_s=60.0)], None)
@@ -343,7 +372,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-15", "Q-16")
     @SEAM
     @QUEUES
-    def test_seam_sweep(self, ex: Executor) -> None:
+    def test_seam_sweep(self, ex: Executor[Any]) -> None:
         q = unique()
         ex.insert_jobs(None, q, [new_job(expires_s=0.05)], None)
         ex.insert_jobs(None, q, [new_job()], None)
@@ -357,7 +386,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-21")
     @SEAM
     @QUEUES
-    def test_seam_redrive(self, ex: Executor) -> None:
+    def test_seam_redrive(self, ex: Executor[Any]) -> None:
         q = unique()
         ex.insert_jobs(None, q, [new_job(), new_job()], None)
         a, b = sorted(self._claim(ex, q, n=2), key=lambda r: r.id)
@@ -376,7 +405,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("Q-22")
     @SEAM
     @QUEUES
-    def test_seam_purge_dead(self, ex: Executor) -> None:
+    def test_seam_purge_dead(self, ex: Executor[Any]) -> None:
         q = unique()
         ex.insert_jobs(None, q, [new_job(), new_job(), new_job()], None)
         rows = sorted(self._claim(ex, q, n=3), key=lambda r: r.id)
@@ -392,7 +421,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("S-1", "S-2")
     @SEAM
     @STREAMS
-    def test_seam_publish_and_read_events(self, ex: Executor) -> None:
+    def test_seam_publish_and_read_events(self, ex: Executor[Any]) -> None:
         s = unique("s")
         first = ex.publish(None, s, "k", '"one"')
         second = ex.publish(None, s, None, '"two"')
@@ -410,7 +439,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("S-3")
     @SEAM
     @STREAMS
-    def test_seam_offsets(self, ex: Executor) -> None:
+    def test_seam_offsets(self, ex: Executor[Any]) -> None:
         s = unique("s")
         offset = ex.publish(None, s, None, '"e"')
         assert ex.get_offset(s, "c") == 0
@@ -421,7 +450,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("S-1", "O-4")
     @SEAM
     @STREAMS
-    def test_seam_trim_and_stream_stats(self, ex: Executor) -> None:
+    def test_seam_trim_and_stream_stats(self, ex: Executor[Any]) -> None:
         s = unique("s")
         offsets = [ex.publish(None, s, None, f'"{i}"') for i in range(4)]
         ex.commit_offset(s, "c", offsets[1])
@@ -436,7 +465,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("L-1", "L-3", "L-4")
     @SEAM
     @LOCKS
-    def test_seam_locks(self, ex: Executor) -> None:
+    def test_seam_locks(self, ex: Executor[Any]) -> None:
         name = unique("lock")
         got = ex.acquire_lock(name, "a", 60.0)
         assert got is not None
@@ -456,7 +485,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("R-1")
     @SEAM
     @RATES
-    def test_seam_acquire_rate(self, ex: Executor) -> None:
+    def test_seam_acquire_rate(self, ex: Executor[Any]) -> None:
         rate = RateSpec(unique("rate"), 30.0, 2)
         assert ex.acquire_rate(rate, 2) == 0.0
         wait = ex.acquire_rate(rate, 1)
@@ -468,18 +497,18 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("N-1", "N-2")
     @SEAM
     @NOTES
-    def test_seam_notify_subscribe_unsubscribe(self, ex: Executor) -> None:
+    def test_seam_notify_subscribe_unsubscribe(self, ex: Executor[Any]) -> None:
         channel = unique("ch")
         sink = _Sink(channel)
         ex.subscribe(sink)
         try:
             ex.notify(None, channel, "one")
             with ex.transaction() as tx:
-                ex.notify(tx, channel, "two")
+                ex.notify(ex.resolve_tx(tx), channel, "two")
 
             def rolled_back() -> None:
                 with ex.transaction() as tx:
-                    ex.notify(tx, channel, "rolled back")
+                    ex.notify(ex.resolve_tx(tx), channel, "rolled back")
                     raise KeyError("roll back")
 
             with pytest.raises(KeyError):
@@ -495,7 +524,7 @@ class SeamContract(ContractBase):
 
     @pytest.mark.clause("C-4")
     @SEAM
-    def test_seam_clock(self, ex: Executor) -> None:
+    def test_seam_clock(self, ex: Executor[Any]) -> None:
         first = ex.clock()
         assert near_now(first)
         assert ex.clock() >= first
@@ -503,7 +532,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("SC-2", "SC-4")
     @SEAM
     @SCHEDULES
-    def test_seam_schedules_upsert_list_delete(self, ex: Executor) -> None:
+    def test_seam_schedules_upsert_list_delete(self, ex: Executor[Any]) -> None:
         name = unique("sched")
         at = ex.clock() + timedelta(hours=1)
         row = ScheduleRow(name, "every 1h", unique(), '"tick"', None, "UTC", at)
@@ -524,7 +553,7 @@ class SeamContract(ContractBase):
     @pytest.mark.clause("SC-3")
     @SEAM
     @SCHEDULES
-    def test_seam_due_and_fire_schedule(self, ex: Executor) -> None:
+    def test_seam_due_and_fire_schedule(self, ex: Executor[Any]) -> None:
         name, q = unique("sched"), unique()
         due_at = ex.clock() - timedelta(seconds=1)
         ex.upsert_schedule(ScheduleRow(name, "every 1h", q, '"tick"', None, "UTC", due_at))

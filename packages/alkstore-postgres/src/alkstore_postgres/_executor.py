@@ -68,7 +68,7 @@ from ._ops import user_channel
 from ._options import Config
 from ._plan import Op, Progress
 from ._schema import open_plan
-from ._tx import PostgresTx, resolve_sync
+from ._tx import Joined, PostgresTx, resolve_sync
 
 __all__ = ["PgExecutor"]
 
@@ -159,12 +159,17 @@ class PgExecutor(ExecutorBase):
             wait_s = min(wait_s, OUTAGE_POOL_WAIT_S)
         return conn
 
-    def _run(self, op: Op[T]) -> T:
-        """Run *op*: on the caller's ``tx=``, or on a pooled connection with
-        one retry on a fresh one (E-2)."""
+    def resolve_tx(self, tx: object) -> Joined:
         self._check_open()
-        if op.tx is not None:
-            conn, ours = resolve_sync(op.tx)
+        return resolve_sync(tx)
+
+    def _run(self, op: Op[T], tx: Joined | None = None) -> T:
+        """Run *op*: on the caller's transaction *tx* (resolved by
+        :meth:`resolve_tx`), or on a pooled connection with one retry on a
+        fresh one (E-2)."""
+        self._check_open()
+        if tx is not None:
+            conn, ours = tx
             with translate_errors():
                 result: T = drive(conn, self._on_caller(op, conn, ours), prepare=self._cfg.prepare)
                 return result
@@ -193,7 +198,7 @@ class PgExecutor(ExecutorBase):
             return result
 
     def _insert_alone(self, queue: str, jobs: Sequence[NewJob]) -> list[Inserted]:
-        return self._run(self._ops.insert_jobs(None, queue, jobs, None))
+        return self._run(self._ops.insert_jobs(queue, jobs, None))
 
     def _insert_combined(self, batches: Sequence[tuple[str, Sequence[NewJob]]]) -> list[int]:
         return self._run(self._ops.insert_rows(batches))
@@ -288,11 +293,11 @@ class PgExecutor(ExecutorBase):
     # --------------------------------------------------------------- queues
 
     def insert_jobs(
-        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+        self, tx: Joined | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
     ) -> list[Inserted]:
         if tx is None and max_depth is None and jobs[0].unique_key is None:
             return self._combiner.submit(queue, jobs)  # group commit of producers
-        return self._run(self._ops.insert_jobs(tx, queue, jobs, max_depth))
+        return self._run(self._ops.insert_jobs(queue, jobs, max_depth), tx)
 
     def claim(
         self, queues: Sequence[str], worker_id: str, n: int, rate: RateSpec | None, idle: bool
@@ -302,14 +307,14 @@ class PgExecutor(ExecutorBase):
     def next_ready(self, queues: Sequence[str]) -> float | None:
         return self._run(self._ops.next_ready(queues, soft=True))
 
-    def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
-        return self._run(self._ops.ack(tx, fences))
+    def ack(self, tx: Joined | None, fences: Sequence[Fence]) -> list[bool]:
+        return self._run(self._ops.ack(fences), tx)
 
-    def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
-        return self._run(self._ops.retry(tx, fence, delay_s, error))
+    def retry(self, tx: Joined | None, fence: Fence, delay_s: float, error: str) -> bool:
+        return self._run(self._ops.retry(fence, delay_s, error), tx)
 
-    def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
-        return self._run(self._ops.fail(tx, fence, error))
+    def fail(self, tx: Joined | None, fence: Fence, error: str) -> bool:
+        return self._run(self._ops.fail(fence, error), tx)
 
     def release(self, fence: Fence) -> bool:
         return self._run(self._ops.release(fence))
@@ -317,8 +322,8 @@ class PgExecutor(ExecutorBase):
     def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
         return self._run(self._ops.heartbeat(fence, extend_s))
 
-    def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
-        return self._run(self._ops.cancel(tx, queue, job_id))
+    def cancel(self, tx: Joined | None, queue: str, job_id: int) -> bool:
+        return self._run(self._ops.cancel(queue, job_id), tx)
 
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
         return self._run(self._ops.get_job(queue, job_id))
@@ -332,22 +337,22 @@ class PgExecutor(ExecutorBase):
     def sweep(self, queue: str) -> SweepResult:
         return self._run(self._ops.sweep(queue))
 
-    def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
-        return self._run(self._ops.redrive(tx, queue, job_ids))
+    def redrive(self, tx: Joined | None, queue: str, job_ids: Sequence[int] | None) -> int:
+        return self._run(self._ops.redrive(queue, job_ids), tx)
 
     def purge_dead(
         self,
-        tx: object | None,
+        tx: Joined | None,
         queue: str,
         job_ids: Sequence[int] | None,
         older_than_s: float | None,
     ) -> int:
-        return self._run(self._ops.purge_dead(tx, queue, job_ids, older_than_s))
+        return self._run(self._ops.purge_dead(queue, job_ids, older_than_s), tx)
 
     # -------------------------------------------------------------- streams
 
-    def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
-        return self._run(self._ops.publish(tx, stream, key, payload))
+    def publish(self, tx: Joined | None, stream: str, key: str | None, payload: str) -> int:
+        return self._run(self._ops.publish(stream, key, payload), tx)
 
     def read_events(self, stream: str, after: int, limit: int) -> list[EventRow]:
         return self._run(self._ops.read_events(stream, after, limit))
@@ -386,10 +391,10 @@ class PgExecutor(ExecutorBase):
 
     # -------------------------------------------------------- notifications
 
-    def notify(self, tx: object | None, channel: str, payload: str) -> None:
+    def notify(self, tx: Joined | None, channel: str, payload: str) -> None:
         if self._polling:
             raise notifications_refused()
-        self._run(self._ops.notify(tx, channel, payload))
+        self._run(self._ops.notify(channel, payload), tx)
 
     def subscribe(self, sink: NoteSink) -> None:
         self._check_open()

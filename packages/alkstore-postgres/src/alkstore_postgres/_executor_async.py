@@ -70,7 +70,7 @@ from ._ops import user_channel
 from ._options import Config
 from ._plan import Op, Progress
 from ._schema import open_plan
-from ._tx_async import AsyncPostgresTx, resolve_async
+from ._tx_async import AsyncJoined, AsyncPostgresTx, resolve_async
 
 __all__ = ["AsyncPgExecutor"]
 
@@ -169,12 +169,17 @@ class AsyncPgExecutor(ExecutorBase):
             wait_s = min(wait_s, OUTAGE_POOL_WAIT_S)
         return conn
 
-    async def _run(self, op: Op[T]) -> T:
-        """Run *op*: on the caller's ``tx=``, or on a pooled connection with
-        one retry on a fresh one (E-2)."""
+    def resolve_tx(self, tx: object) -> AsyncJoined:
         self._check_open()
-        if op.tx is not None:
-            conn, ours = resolve_async(op.tx)
+        return resolve_async(tx)
+
+    async def _run(self, op: Op[T], tx: AsyncJoined | None = None) -> T:
+        """Run *op*: on the caller's transaction *tx* (resolved by
+        :meth:`resolve_tx`), or on a pooled connection with one retry on a
+        fresh one (E-2)."""
+        self._check_open()
+        if tx is not None:
+            conn, ours = tx
             with translate_errors():
                 result: T = await drive_async(
                     conn, self._on_caller(op, conn, ours), prepare=self._cfg.prepare
@@ -205,7 +210,7 @@ class AsyncPgExecutor(ExecutorBase):
             return result
 
     async def _insert_alone(self, queue: str, jobs: Sequence[NewJob]) -> list[Inserted]:
-        return await self._run(self._ops.insert_jobs(None, queue, jobs, None))
+        return await self._run(self._ops.insert_jobs(queue, jobs, None))
 
     async def _insert_combined(self, batches: Sequence[tuple[str, Sequence[NewJob]]]) -> list[int]:
         return await self._run(self._ops.insert_rows(batches))
@@ -305,11 +310,11 @@ class AsyncPgExecutor(ExecutorBase):
     # --------------------------------------------------------------- queues
 
     async def insert_jobs(
-        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+        self, tx: AsyncJoined | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
     ) -> list[Inserted]:
         if tx is None and max_depth is None and jobs[0].unique_key is None:
             return await self._combiner.submit(queue, jobs)  # group commit of producers
-        return await self._run(self._ops.insert_jobs(tx, queue, jobs, max_depth))
+        return await self._run(self._ops.insert_jobs(queue, jobs, max_depth), tx)
 
     async def claim(
         self, queues: Sequence[str], worker_id: str, n: int, rate: RateSpec | None, idle: bool
@@ -319,14 +324,14 @@ class AsyncPgExecutor(ExecutorBase):
     async def next_ready(self, queues: Sequence[str]) -> float | None:
         return await self._run(self._ops.next_ready(queues, soft=True))
 
-    async def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
-        return await self._run(self._ops.ack(tx, fences))
+    async def ack(self, tx: AsyncJoined | None, fences: Sequence[Fence]) -> list[bool]:
+        return await self._run(self._ops.ack(fences), tx)
 
-    async def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
-        return await self._run(self._ops.retry(tx, fence, delay_s, error))
+    async def retry(self, tx: AsyncJoined | None, fence: Fence, delay_s: float, error: str) -> bool:
+        return await self._run(self._ops.retry(fence, delay_s, error), tx)
 
-    async def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
-        return await self._run(self._ops.fail(tx, fence, error))
+    async def fail(self, tx: AsyncJoined | None, fence: Fence, error: str) -> bool:
+        return await self._run(self._ops.fail(fence, error), tx)
 
     async def release(self, fence: Fence) -> bool:
         return await self._run(self._ops.release(fence))
@@ -334,8 +339,8 @@ class AsyncPgExecutor(ExecutorBase):
     async def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
         return await self._run(self._ops.heartbeat(fence, extend_s))
 
-    async def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
-        return await self._run(self._ops.cancel(tx, queue, job_id))
+    async def cancel(self, tx: AsyncJoined | None, queue: str, job_id: int) -> bool:
+        return await self._run(self._ops.cancel(queue, job_id), tx)
 
     async def get_job(self, queue: str, job_id: int) -> JobRow | None:
         return await self._run(self._ops.get_job(queue, job_id))
@@ -351,22 +356,26 @@ class AsyncPgExecutor(ExecutorBase):
     async def sweep(self, queue: str) -> SweepResult:
         return await self._run(self._ops.sweep(queue))
 
-    async def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
-        return await self._run(self._ops.redrive(tx, queue, job_ids))
+    async def redrive(
+        self, tx: AsyncJoined | None, queue: str, job_ids: Sequence[int] | None
+    ) -> int:
+        return await self._run(self._ops.redrive(queue, job_ids), tx)
 
     async def purge_dead(
         self,
-        tx: object | None,
+        tx: AsyncJoined | None,
         queue: str,
         job_ids: Sequence[int] | None,
         older_than_s: float | None,
     ) -> int:
-        return await self._run(self._ops.purge_dead(tx, queue, job_ids, older_than_s))
+        return await self._run(self._ops.purge_dead(queue, job_ids, older_than_s), tx)
 
     # -------------------------------------------------------------- streams
 
-    async def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
-        return await self._run(self._ops.publish(tx, stream, key, payload))
+    async def publish(
+        self, tx: AsyncJoined | None, stream: str, key: str | None, payload: str
+    ) -> int:
+        return await self._run(self._ops.publish(stream, key, payload), tx)
 
     async def read_events(self, stream: str, after: int, limit: int) -> list[EventRow]:
         return await self._run(self._ops.read_events(stream, after, limit))
@@ -407,10 +416,10 @@ class AsyncPgExecutor(ExecutorBase):
 
     # -------------------------------------------------------- notifications
 
-    async def notify(self, tx: object | None, channel: str, payload: str) -> None:
+    async def notify(self, tx: AsyncJoined | None, channel: str, payload: str) -> None:
         if self._polling:
             raise notifications_refused()
-        await self._run(self._ops.notify(tx, channel, payload))
+        await self._run(self._ops.notify(channel, payload), tx)
 
     async def subscribe(self, sink: NoteSink) -> None:
         self._check_open()

@@ -127,7 +127,7 @@ class OpBook:
     # ----------------------------------------------------------------- queues
 
     def insert_jobs(
-        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+        self, queue: str, jobs: Sequence[NewJob], max_depth: int | None
     ) -> Op[list[Inserted]]:
         """Q-1, Q-23, Q-24. Plain inserts are one statement; unique ones one
         more read when a key was held; bounded ones take the queue's depth
@@ -144,8 +144,8 @@ class OpBook:
             params["payloads"] = [j.payload for j in jobs]
             make = lambda: self._insert_plain(self.st.enqueue_many, params)  # noqa: E731
         if max_depth is None:
-            return Op(make, tx)
-        return Op(lambda: self._bounded(queue, max_depth, make()), tx, atomic=True)
+            return Op(make)
+        return Op(lambda: self._bounded(queue, max_depth, make()), atomic=True)
 
     def insert_rows(self, batches: Sequence[tuple[str, Sequence[NewJob]]]) -> Op[list[int]]:
         """Producer group commit: the plain enqueues of several callers as
@@ -295,7 +295,7 @@ class OpBook:
 
         return Op(plan, writes=False, soft=soft, soft_value=None)
 
-    def ack(self, tx: object | None, fences: Sequence[Fence]) -> Op[list[bool]]:
+    def ack(self, fences: Sequence[Fence]) -> Op[list[bool]]:
         """Q-7, Q-9: one statement for one fence or many; one result each."""
         if len(fences) == 1:
             fence = fences[0]
@@ -304,7 +304,7 @@ class OpBook:
                 count = yield Q(self.st.ack, self._fence(fence), ROWCOUNT)
                 return [count == 1]
 
-            return Op(one, tx)
+            return Op(one)
 
         def many() -> Plan[list[bool]]:
             params = {"ids": [f.id for f in fences], "claims": [f.claim for f in fences]}
@@ -319,25 +319,25 @@ class OpBook:
                 gone.discard((f.id, f.claim))
             return results
 
-        return Op(many, tx)
+        return Op(many)
 
-    def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> Op[bool]:
+    def retry(self, fence: Fence, delay_s: float, error: str) -> Op[bool]:
         params = {**self._fence(fence), "delay_s": delay_s, "last_error": error, "wake": self.wake}
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.retry, params, ROWCOUNT)
             return bool(count == 1)
 
-        return Op(plan, tx)
+        return Op(plan)
 
-    def fail(self, tx: object | None, fence: Fence, error: str) -> Op[bool]:
+    def fail(self, fence: Fence, error: str) -> Op[bool]:
         params = {**self._fence(fence), "last_error": error}
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.fenced_to_dead, params, ROWCOUNT)
             return bool(count == 1)
 
-        return Op(plan, tx)
+        return Op(plan)
 
     def release(self, fence: Fence) -> Op[bool]:
         params = {**self._fence(fence), "wake": self.wake}
@@ -357,12 +357,12 @@ class OpBook:
 
         return Op(plan)
 
-    def cancel(self, tx: object | None, queue: str, job_id: int) -> Op[bool]:
+    def cancel(self, queue: str, job_id: int) -> Op[bool]:
         def plan() -> Plan[bool]:
             count = yield Q(self.st.cancel, {"id": job_id, "queue": queue}, ROWCOUNT)
             return bool(count == 1)
 
-        return Op(plan, tx)
+        return Op(plan)
 
     def get_job(self, queue: str, job_id: int) -> Op[JobRow | None]:
         def plan() -> Plan[JobRow | None]:
@@ -409,7 +409,7 @@ class OpBook:
 
         return Op(plan)
 
-    def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> Op[int]:
+    def redrive(self, queue: str, job_ids: Sequence[int] | None) -> Op[int]:
         """Q-21: one statement; the wake goes out only when something moved."""
         params: dict[str, Any] = {"queue": queue, "wake": self.wake}
         if job_ids is None:
@@ -422,11 +422,10 @@ class OpBook:
             rows = yield Q(stmt, params, ALL)
             return len(rows)
 
-        return Op(plan, tx)
+        return Op(plan)
 
     def purge_dead(
         self,
-        tx: object | None,
         queue: str,
         job_ids: Sequence[int] | None,
         older_than_s: float | None,
@@ -437,11 +436,11 @@ class OpBook:
         if older_than_s is not None:
             params["older_than_s"] = older_than_s
         stmt = self.st.purge_dead[(job_ids is not None, older_than_s is not None)]
-        return Op(lambda: _count(stmt, params), tx)
+        return Op(lambda: _count(stmt, params))
 
     # -------------------------------------------------------------- streams
 
-    def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> Op[int]:
+    def publish(self, stream: str, key: str | None, payload: str) -> Op[int]:
         params = {
             "stream": stream,
             "payload": payload,
@@ -454,7 +453,7 @@ class OpBook:
             row = yield Q(self.st.publish, params, ONE)
             return int(row[0])
 
-        return Op(plan, tx)
+        return Op(plan)
 
     def read_events(self, stream: str, after: int, limit: int) -> Op[list[EventRow]]:
         params = {"stream": stream, "after": after, "limit": limit}
@@ -557,7 +556,7 @@ class OpBook:
 
     # -------------------------------------------------------- notifications
 
-    def notify(self, tx: object | None, channel: str, payload: str) -> Op[None]:
+    def notify(self, channel: str, payload: str) -> Op[None]:
         """N-1: behind a random tag, so that PostgreSQL does not fold two
         identical notifications of one transaction into one."""
         params = {
@@ -568,7 +567,7 @@ class OpBook:
         def plan() -> Plan[None]:
             yield Q(self.st.notify, params)
 
-        return Op(plan, tx)
+        return Op(plan)
 
     def poke(self, channel: str) -> Op[None]:
         """An empty NOTIFY on one of our own channels (the listener's way to

@@ -82,8 +82,6 @@ class Op(Generic[T]):
     """An operation: how to make its plan, and how it must be run."""
 
     make: Callable[[], Plan[T]]
-    #: The caller's ``tx=`` (unresolved), or ``None`` for a pooled connection.
-    tx: object | None = None
     #: Whether it may change the database (reads need no lock timeout and
     #: can always be retried on a fresh connection).
     writes: bool = True

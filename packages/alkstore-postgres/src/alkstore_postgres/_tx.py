@@ -10,7 +10,7 @@ docs/adr/0004).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -20,7 +20,7 @@ from alkstore.errors import InvalidArgument
 from ._errors import translate_errors
 from ._tx_base import TxBase, refusal
 
-__all__ = ["PostgresTx", "resolve_sync"]
+__all__ = ["Joined", "PostgresTx", "resolve_sync"]
 
 
 class PostgresTx(TxBase):
@@ -53,7 +53,16 @@ class PostgresTx(TxBase):
             return cur
 
 
-def resolve_sync(tx: object) -> tuple[psycopg.Connection[Any], bool]:
+class Joined(NamedTuple):
+    """A caller's ``tx=``, resolved: the connection to run on, and whether it
+    is one of a store's own transactions (whose lock timeout is already
+    set)."""
+
+    conn: psycopg.Connection[Any]
+    ours: bool
+
+
+def resolve_sync(tx: object) -> Joined:
     """The connection behind *tx* (T-2, A-3) and whether it is one of a
     store's own transactions (whose lock timeout is already set): this
     face's transaction or a ``psycopg.Connection``; the other face's
@@ -63,10 +72,10 @@ def resolve_sync(tx: object) -> tuple[psycopg.Connection[Any], bool]:
     if isinstance(tx, PostgresTx):
         if not tx.active:
             raise InvalidArgument("this transaction has already ended")
-        return tx.connection, True
+        return Joined(tx.connection, True)
     native = unwrap(tx)
     if isinstance(native, psycopg.Connection):
         if native.closed:
             raise InvalidArgument("tx is a closed psycopg connection")
-        return native, False
+        return Joined(native, False)
     raise refusal(tx, native, in_async=False)

@@ -11,7 +11,7 @@ docs/adr/0004).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -21,7 +21,7 @@ from alkstore.errors import InvalidArgument
 from ._errors import translate_errors
 from ._tx_base import TxBase, refusal
 
-__all__ = ["AsyncPostgresTx", "resolve_async"]
+__all__ = ["AsyncJoined", "AsyncPostgresTx", "resolve_async"]
 
 
 class AsyncPostgresTx(TxBase):
@@ -56,7 +56,16 @@ class AsyncPostgresTx(TxBase):
             return cur
 
 
-def resolve_async(tx: object) -> tuple[psycopg.AsyncConnection[Any], bool]:
+class AsyncJoined(NamedTuple):
+    """A caller's ``tx=``, resolved: the connection to run on, and whether it
+    is one of a store's own transactions (whose lock timeout is already
+    set)."""
+
+    conn: psycopg.AsyncConnection[Any]
+    ours: bool
+
+
+def resolve_async(tx: object) -> AsyncJoined:
     """The connection behind *tx* (T-2, A-3) and whether it is one of a
     store's own transactions (whose lock timeout is already set): this
     face's transaction or a ``psycopg.AsyncConnection``; the other face's
@@ -66,12 +75,12 @@ def resolve_async(tx: object) -> tuple[psycopg.AsyncConnection[Any], bool]:
     if isinstance(tx, AsyncPostgresTx):
         if not tx.active:
             raise InvalidArgument("this transaction has already ended")
-        return tx.connection, True
+        return AsyncJoined(tx.connection, True)
     native = unwrap(tx)
     if isinstance(native, psycopg.AsyncConnection):
         if native.closed:
             raise InvalidArgument("tx is a closed psycopg connection")
-        return native, False
+        return AsyncJoined(native, False)
     if True:  # ASYNC
         raise refusal(tx, native, in_async=True)
     else:

@@ -187,7 +187,7 @@ class Core:
 
     def write(
         self,
-        tx: object | None,
+        tx: sqlite3.Connection | None,
         fn: Callable[[sqlite3.Connection], T],
         *,
         single: bool = False,
@@ -201,10 +201,11 @@ class Core:
                 self._pool, fn, timeout_s=self._busy_timeout_s, single=single
             )
             return result
-        return run_on(resolve_tx(tx, self._real_path), fn, single)
+        return run_on(tx, fn, single)
 
     def resolve_tx(self, tx: object) -> sqlite3.Connection:
-        """The connection behind *tx* (T-2)."""
+        """The connection behind *tx* (T-2), on an open store."""
+        self.check_open()
         return resolve_tx(tx, self._real_path)
 
     def transaction(self) -> AbstractContextManager[SQLiteTx]:

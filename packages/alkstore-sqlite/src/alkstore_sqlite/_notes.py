@@ -35,7 +35,7 @@ class NoteOps:
         self._prune_every = max(cap // 10, 1)
         self._keep = max(cap, self._prune_every)
 
-    def notify(self, tx: object | None, channel: str, payload: str) -> None:
+    def notify(self, tx: sqlite3.Connection | None, channel: str, payload: str) -> None:
         every = self._prune_every
         keep = self._keep
 

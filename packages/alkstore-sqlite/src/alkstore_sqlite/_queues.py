@@ -75,7 +75,11 @@ class QueueOps:
     # ------------------------------------------------------------------ enqueue
 
     def insert_jobs(
-        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+        self,
+        tx: sqlite3.Connection | None,
+        queue: str,
+        jobs: Sequence[NewJob],
+        max_depth: int | None,
     ) -> list[Inserted]:
         first = jobs[0]
         unique = first.unique_key is not None
@@ -383,7 +387,7 @@ class QueueOps:
 
     # -------------------------------------------------------------- handle ops
 
-    def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
+    def ack(self, tx: sqlite3.Connection | None, fences: Sequence[Fence]) -> list[bool]:
         grouped = any(f.group is not None for f in fences)
         if len(fences) == 1:
             fence = fences[0]
@@ -426,7 +430,9 @@ class QueueOps:
 
         return self._write(None, run, single=True)
 
-    def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
+    def retry(
+        self, tx: sqlite3.Connection | None, fence: Fence, delay_s: float, error: str
+    ) -> bool:
         def run(conn: sqlite3.Connection) -> bool:
             now = now_us()
             params: dict[str, Any] = {"id": fence.id, "claim": fence.claim, "now": now}
@@ -443,7 +449,7 @@ class QueueOps:
 
         return self._write(tx, run)
 
-    def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
+    def fail(self, tx: sqlite3.Connection | None, fence: Fence, error: str) -> bool:
         return self._write(tx, lambda conn: self._to_dead(conn, fence, error, now_us()))
 
     def release(self, fence: Fence) -> bool:
@@ -470,7 +476,7 @@ class QueueOps:
 
     # ----------------------------------------------------------------- operator
 
-    def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
+    def cancel(self, tx: sqlite3.Connection | None, queue: str, job_id: int) -> bool:
         def run(conn: sqlite3.Connection) -> bool:
             gone = conn.execute(_sql.CANCEL, {"id": job_id, "queue": queue}).fetchall()
             self._rebalance_rows_static(conn, gone)
@@ -515,7 +521,9 @@ class QueueOps:
 
         return self._write(None, run)
 
-    def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
+    def redrive(
+        self, tx: sqlite3.Connection | None, queue: str, job_ids: Sequence[int] | None
+    ) -> int:
         ids = None if job_ids is None else json.dumps(list(job_ids))
 
         def run(conn: sqlite3.Connection) -> int:
@@ -534,7 +542,7 @@ class QueueOps:
 
     def purge_dead(
         self,
-        tx: object | None,
+        tx: sqlite3.Connection | None,
         queue: str,
         job_ids: Sequence[int] | None,
         older_than_s: float | None,

@@ -27,7 +27,9 @@ class StreamOps:
         self._read = core.read
         self._write = core.write
 
-    def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
+    def publish(
+        self, tx: sqlite3.Connection | None, stream: str, key: str | None, payload: str
+    ) -> int:
         def run(conn: sqlite3.Connection) -> int:
             seq = int(conn.execute(_sql.NEXT_SEQ, {"stream": stream}).fetchall()[0][0])
             params = {"stream": stream, "seq": seq, "key": key, "payload": payload}

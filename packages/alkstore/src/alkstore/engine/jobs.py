@@ -26,23 +26,25 @@ class KitJob(JobData):
     __slots__ = ("_ex",)
 
     def __init__(
-        self, ex: Executor, row: ClaimRow, payload: Any, worker_id: str, store_id: str
+        self, ex: Executor[Any], row: ClaimRow, payload: Any, worker_id: str, store_id: str
     ) -> None:
         super().__init__(row, payload, worker_id, store_id)
         self._ex = ex
 
     def ack(self, tx: object | None = None) -> bool:
         """Delete the row while this claim is valid (Q-7, Q-9)."""
-        return self._landed((self._ex.ack(resolve_sync(tx), (self._fence,)))[0])
+        return self._landed((self._ex.ack(resolve_sync(tx, self._ex), (self._fence,)))[0])
 
     def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
         """Back to pending after *delay_s* or the curve; dead at budget (Q-10)."""
         text, delay = self._retry_args(error, delay_s)
-        return self._landed(self._ex.retry(resolve_sync(tx), self._fence, delay, text))
+        return self._landed(self._ex.retry(resolve_sync(tx, self._ex), self._fence, delay, text))
 
     def fail(self, error: str, tx: object | None = None) -> bool:
         """Dead-letter now (Q-11)."""
-        return self._landed(self._ex.fail(resolve_sync(tx), self._fence, check_error(error)))
+        return self._landed(
+            self._ex.fail(resolve_sync(tx, self._ex), self._fence, check_error(error))
+        )
 
     def release(self) -> bool:
         """Give the claim back unstarted, the attempt not counted (Q-26)."""

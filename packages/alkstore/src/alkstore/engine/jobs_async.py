@@ -26,26 +26,30 @@ class AsyncKitJob(JobData):
     __slots__ = ("_ex",)
 
     def __init__(
-        self, ex: AsyncExecutor, row: ClaimRow, payload: Any, worker_id: str, store_id: str
+        self, ex: AsyncExecutor[Any], row: ClaimRow, payload: Any, worker_id: str, store_id: str
     ) -> None:
         super().__init__(row, payload, worker_id, store_id)
         self._ex = ex
 
     async def ack(self, tx: object | None = None) -> bool:
         """Delete the row while this claim is valid (Q-7, Q-9)."""
-        return self._landed((await self._ex.ack(await resolve_async(tx), (self._fence,)))[0])
+        return self._landed(
+            (await self._ex.ack(await resolve_async(tx, self._ex), (self._fence,)))[0]
+        )
 
     async def retry(
         self, error: str, delay_s: float | None = None, tx: object | None = None
     ) -> bool:
         """Back to pending after *delay_s* or the curve; dead at budget (Q-10)."""
         text, delay = self._retry_args(error, delay_s)
-        return self._landed(await self._ex.retry(await resolve_async(tx), self._fence, delay, text))
+        return self._landed(
+            await self._ex.retry(await resolve_async(tx, self._ex), self._fence, delay, text)
+        )
 
     async def fail(self, error: str, tx: object | None = None) -> bool:
         """Dead-letter now (Q-11)."""
         return self._landed(
-            await self._ex.fail(await resolve_async(tx), self._fence, check_error(error))
+            await self._ex.fail(await resolve_async(tx, self._ex), self._fence, check_error(error))
         )
 
     async def release(self) -> bool:

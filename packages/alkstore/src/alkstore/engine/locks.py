@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from alkstore._acompat import sleep
 from alkstore.errors import StoreClosed
@@ -24,7 +24,7 @@ class KitLock(LockData):
 
     def __init__(
         self,
-        ex: Executor,
+        ex: Executor[Any],
         name: str,
         owner: str,
         token: int,
@@ -55,7 +55,7 @@ class KitRateLimit(RateCommon):
     """A GCRA limiter shared through the database (R-1)."""
 
     def __init__(
-        self, ex: Executor, spec: RateSpec, rate: float, per_s: float, store_id: str
+        self, ex: Executor[Any], spec: RateSpec, rate: float, per_s: float, store_id: str
     ) -> None:
         super().__init__(spec, rate, per_s, store_id)
         self._ex = ex

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from alkstore._acompat import asleep
 from alkstore.errors import StoreClosed
@@ -24,7 +24,7 @@ class AsyncKitLock(LockData):
 
     def __init__(
         self,
-        ex: AsyncExecutor,
+        ex: AsyncExecutor[Any],
         name: str,
         owner: str,
         token: int,
@@ -55,7 +55,7 @@ class AsyncKitRateLimit(RateCommon):
     """A GCRA limiter shared through the database (R-1)."""
 
     def __init__(
-        self, ex: AsyncExecutor, spec: RateSpec, rate: float, per_s: float, store_id: str
+        self, ex: AsyncExecutor[Any], spec: RateSpec, rate: float, per_s: float, store_id: str
     ) -> None:
         super().__init__(spec, rate, per_s, store_id)
         self._ex = ex

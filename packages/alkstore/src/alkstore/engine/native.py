@@ -32,13 +32,23 @@ the real framework in ``contract_tests/test_frameworks.py``):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from alkstore.errors import AlkstoreError, InvalidArgument
 
 from .faces import is_async, wrong_face
 
-__all__ = ["resolve_async", "resolve_sync", "unwrap"]
+__all__ = ["Resolves", "resolve_async", "resolve_sync", "unwrap"]
+
+T = TypeVar("T", covariant=True)
+
+
+class Resolves(Protocol[T]):
+    """An engine's executor, as far as resolving ``tx=`` goes (the seam's
+    ``resolve_tx``)."""
+
+    def resolve_tx(self, tx: object) -> T: ...
+
 
 _SQLALCHEMY_ASYNC = ("AsyncSession", "AsyncConnection", "async_scoped_session", "AsyncEngine")
 _SQLALCHEMY_HOW = (
@@ -131,21 +141,22 @@ _OWN_TX = "the transaction of its store.transaction(), or its driver's connectio
 _SYNC_MODULES = ("psycopg",)
 
 
-def resolve_sync(tx: object | None) -> object | None:
-    """``tx=`` of the sync face, before the engine resolves it: an object of
-    the async face (an async transaction or driver connection, a SQLAlchemy
-    async object) is refused naming the async store (A-7)."""
+def resolve_sync(tx: object | None, engine: Resolves[T]) -> T | None:
+    """``tx=`` of the sync face, resolved by *engine* (its ``resolve_tx``):
+    an object of the async face (an async transaction or driver connection,
+    a SQLAlchemy async object) is refused first, naming the async store
+    (A-7)."""
     if tx is None:
         return None
     if is_async(tx, "execute") or (
         _module(tx).startswith("sqlalchemy") and type(tx).__name__ in _SQLALCHEMY_ASYNC
     ):
         raise wrong_face("tx", tx, async_face=False, takes=_OWN_TX)
-    return tx
+    return engine.resolve_tx(tx)
 
 
-async def resolve_async(tx: object | None) -> object | None:
-    """``tx=`` of the async face, before the engine resolves it: SQLAlchemy's
+async def resolve_async(tx: object | None, engine: Resolves[T]) -> T | None:
+    """``tx=`` of the async face, resolved by *engine* (its ``resolve_tx``): SQLAlchemy's
     ``AsyncSession`` and ``AsyncConnection`` become their driver connection,
     their transaction begun as :func:`unwrap` begins a sync one's (A-7); a
     sync transaction or connection is refused naming the sync store."""
@@ -157,12 +168,12 @@ async def resolve_async(tx: object | None) -> object | None:
             raise wrong_face("tx", tx, async_face=True, takes="an AsyncSession or AsyncConnection")
         if name in _SQLALCHEMY_ASYNC:
             driver: object = await _sqlalchemy_async(tx)
-            return driver
-        return tx
+            return engine.resolve_tx(driver)
+        return engine.resolve_tx(tx)
     sync_object = module.startswith("alkstore") or module.split(".")[0] in _SYNC_MODULES
     if sync_object and callable(getattr(tx, "execute", None)) and not is_async(tx, "execute"):
         raise wrong_face("tx", tx, async_face=True, takes=_OWN_TX)
-    return tx
+    return engine.resolve_tx(tx)
 
 
 async def _sqlalchemy_async(tx: Any) -> Any:

@@ -59,7 +59,7 @@ __all__ = ["KitQueue", "claim_sync"]
 
 
 def _handles(
-    ex: Executor, rows: list[ClaimRow], queues: Sequence[str], worker_id: str
+    ex: Executor[Any], rows: list[ClaimRow], queues: Sequence[str], worker_id: str
 ) -> tuple[list[Job], int]:
     """Handles of the claimed rows; rows that do not decode go to dead (C-3:
     never let one undecodable row fail the batch). Also returns how many did.
@@ -80,7 +80,7 @@ def _handles(
 
 
 def claim_sync(
-    ex: Executor,
+    ex: Executor[Any],
     queues: tuple[str, ...],
     worker_id: str,
     n: int,
@@ -131,7 +131,7 @@ def claim_sync(
 class KitQueue(QueueBase):
     """A :class:`~alkstore.protocols.Queue` over an executor."""
 
-    def __init__(self, ex: Executor, name: str, opts: QueueOpts) -> None:
+    def __init__(self, ex: Executor[Any], name: str, opts: QueueOpts) -> None:
         super().__init__(name, opts)
         self._ex = ex
 
@@ -140,7 +140,7 @@ class KitQueue(QueueBase):
             raise StoreClosed("the store was closed")
 
     def _insert(self, tx: object | None, jobs: list[NewJob], wait_s: float = 0) -> list[Any]:
-        tx = resolve_sync(tx)
+        tx = resolve_sync(tx, self._ex)
         max_depth = self._opts.max_depth
         if max_depth is None:
             return self._ex.insert_jobs(tx, self._name, jobs, None)
@@ -247,7 +247,7 @@ class KitQueue(QueueBase):
         """Delete a pending or processing job of this queue, whoever holds it
         (Q-13, C-7); joins *tx* (T-1)."""
         self._check_open()
-        return self._ex.cancel(resolve_sync(tx), self._name, check_job_id(job_id))
+        return self._ex.cancel(resolve_sync(tx, self._ex), self._name, check_job_id(job_id))
 
     def get_job(self, job_id: int) -> JobInfo | None:
         """The job in any state, or ``None`` (Q-14); scoped to this queue (C-7)."""
@@ -280,7 +280,7 @@ class KitQueue(QueueBase):
         ids = check_ids(job_ids)
         if ids == []:
             return 0
-        return self._ex.redrive(resolve_sync(tx), self._name, ids)
+        return self._ex.redrive(resolve_sync(tx, self._ex), self._name, ids)
 
     def purge_dead(
         self,
@@ -294,4 +294,4 @@ class KitQueue(QueueBase):
         ids, older = self._purge_args(job_ids, older_than_s)
         if ids == []:
             return 0
-        return self._ex.purge_dead(resolve_sync(tx), self._name, ids, older)
+        return self._ex.purge_dead(resolve_sync(tx, self._ex), self._name, ids, older)

@@ -63,7 +63,7 @@ __all__ = ["AsyncKitQueue", "claim_async"]
 
 
 async def _handles(
-    ex: AsyncExecutor, rows: list[ClaimRow], queues: Sequence[str], worker_id: str
+    ex: AsyncExecutor[Any], rows: list[ClaimRow], queues: Sequence[str], worker_id: str
 ) -> tuple[list[AsyncJob], int]:
     """Handles of the claimed rows; rows that do not decode go to dead (C-3:
     never let one undecodable row fail the batch). Also returns how many did.
@@ -131,7 +131,7 @@ if True:  # ASYNC
 
 
 async def claim_async(
-    ex: AsyncExecutor,
+    ex: AsyncExecutor[Any],
     queues: tuple[str, ...],
     worker_id: str,
     n: int,
@@ -188,7 +188,7 @@ async def claim_async(
 class AsyncKitQueue(QueueBase):
     """A :class:`~alkstore.protocols.AsyncQueue` over an executor."""
 
-    def __init__(self, ex: AsyncExecutor, name: str, opts: QueueOpts) -> None:
+    def __init__(self, ex: AsyncExecutor[Any], name: str, opts: QueueOpts) -> None:
         super().__init__(name, opts)
         self._ex = ex
 
@@ -197,7 +197,7 @@ class AsyncKitQueue(QueueBase):
             raise StoreClosed("the store was closed")
 
     async def _insert(self, tx: object | None, jobs: list[NewJob], wait_s: float = 0) -> list[Any]:
-        tx = await resolve_async(tx)
+        tx = await resolve_async(tx, self._ex)
         max_depth = self._opts.max_depth
         if max_depth is None:
             return await self._ex.insert_jobs(tx, self._name, jobs, None)
@@ -311,7 +311,9 @@ class AsyncKitQueue(QueueBase):
         """Delete a pending or processing job of this queue, whoever holds it
         (Q-13, C-7); joins *tx* (T-1)."""
         self._check_open()
-        return await self._ex.cancel(await resolve_async(tx), self._name, check_job_id(job_id))
+        return await self._ex.cancel(
+            await resolve_async(tx, self._ex), self._name, check_job_id(job_id)
+        )
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         """The job in any state, or ``None`` (Q-14); scoped to this queue (C-7)."""
@@ -349,7 +351,7 @@ class AsyncKitQueue(QueueBase):
         ids = check_ids(job_ids)
         if ids == []:
             return 0
-        return await self._ex.redrive(await resolve_async(tx), self._name, ids)
+        return await self._ex.redrive(await resolve_async(tx, self._ex), self._name, ids)
 
     async def purge_dead(
         self,
@@ -363,4 +365,4 @@ class AsyncKitQueue(QueueBase):
         ids, older = self._purge_args(job_ids, older_than_s)
         if ids == []:
             return 0
-        return await self._ex.purge_dead(await resolve_async(tx), self._name, ids, older)
+        return await self._ex.purge_dead(await resolve_async(tx, self._ex), self._name, ids, older)

@@ -19,12 +19,12 @@ from alkstore.protocols import Tx
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
 from .rows import ClaimRow, EventRow, Fence, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
-from .seam_base import ExecutorBase, NoteSink
+from .seam_base import ExecutorBase, NoteSink, TxT
 
 __all__ = ["Executor", "NoteSink"]
 
 
-class Executor(ExecutorBase, Protocol):
+class Executor(ExecutorBase[TxT], Protocol[TxT]):
     """The I/O of one open store (SPEC §14 for the faces)."""
 
     # ------------------------------------------------------------ the store
@@ -47,7 +47,7 @@ class Executor(ExecutorBase, Protocol):
     # --------------------------------------------------------------- queues
 
     def insert_jobs(
-        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+        self, tx: TxT | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
     ) -> list[Inserted]:
         """Insert *jobs* (at least one; every field but ``payload`` and
         ``unique_key`` is the same for all) in one atomic step and wake the
@@ -77,17 +77,17 @@ class Executor(ExecutorBase, Protocol):
         (negative when one already is), ``None`` when there is none."""
         ...
 
-    def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
+    def ack(self, tx: TxT | None, fences: Sequence[Fence]) -> list[bool]:
         """Delete each fenced claim that is still valid, in one atomic step;
         one result per fence, in order (Q-7, Q-9)."""
         ...
 
-    def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
+    def retry(self, tx: TxT | None, fence: Fence, delay_s: float, error: str) -> bool:
         """Back to pending after *delay_s*, or to dead with *error* at an
         exhausted budget (Q-10)."""
         ...
 
-    def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
+    def fail(self, tx: TxT | None, fence: Fence, error: str) -> bool:
         """To dead with *error* (Q-11)."""
         ...
 
@@ -100,7 +100,7 @@ class Executor(ExecutorBase, Protocol):
         """The new deadline, or ``None`` when the claim is no longer valid (Q-8)."""
         ...
 
-    def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
+    def cancel(self, tx: TxT | None, queue: str, job_id: int) -> bool:
         """Delete a pending or processing job of *queue*, whoever holds it;
         ``False`` for a dead or missing job (Q-13)."""
         ...
@@ -121,14 +121,14 @@ class Executor(ExecutorBase, Protocol):
         """Requeue or dead-letter the lapsed claims of *queue* now (Q-12)."""
         ...
 
-    def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
+    def redrive(self, tx: TxT | None, queue: str, job_ids: Sequence[int] | None) -> int:
         """Dead jobs of *queue* (those ids, or all) back to pending with a
         fresh budget; the number moved (Q-21)."""
         ...
 
     def purge_dead(
         self,
-        tx: object | None,
+        tx: TxT | None,
         queue: str,
         job_ids: Sequence[int] | None,
         older_than_s: float | None,
@@ -139,7 +139,7 @@ class Executor(ExecutorBase, Protocol):
 
     # -------------------------------------------------------------- streams
 
-    def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
+    def publish(self, tx: TxT | None, stream: str, key: str | None, payload: str) -> int:
         """Append an event; its offset, gap-free in commit order (S-1, S-2, S-4)."""
         ...
 
@@ -196,7 +196,7 @@ class Executor(ExecutorBase, Protocol):
 
     # -------------------------------------------------------- notifications
 
-    def notify(self, tx: object | None, channel: str, payload: str) -> None:
+    def notify(self, tx: TxT | None, channel: str, payload: str) -> None:
         """Deliver *payload* to the channel's listeners at the commit (N-1)."""
         ...
 

@@ -19,12 +19,12 @@ from alkstore.protocols import AsyncTx
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
 from .rows import ClaimRow, EventRow, Fence, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
-from .seam_base import ExecutorBase, NoteSink
+from .seam_base import ExecutorBase, NoteSink, TxT
 
 __all__ = ["AsyncExecutor", "NoteSink"]
 
 
-class AsyncExecutor(ExecutorBase, Protocol):
+class AsyncExecutor(ExecutorBase[TxT], Protocol[TxT]):
     """The I/O of one open store (SPEC §14 for the faces)."""
 
     # ------------------------------------------------------------ the store
@@ -47,7 +47,7 @@ class AsyncExecutor(ExecutorBase, Protocol):
     # --------------------------------------------------------------- queues
 
     async def insert_jobs(
-        self, tx: object | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
+        self, tx: TxT | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
     ) -> list[Inserted]:
         """Insert *jobs* (at least one; every field but ``payload`` and
         ``unique_key`` is the same for all) in one atomic step and wake the
@@ -77,17 +77,17 @@ class AsyncExecutor(ExecutorBase, Protocol):
         (negative when one already is), ``None`` when there is none."""
         ...
 
-    async def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
+    async def ack(self, tx: TxT | None, fences: Sequence[Fence]) -> list[bool]:
         """Delete each fenced claim that is still valid, in one atomic step;
         one result per fence, in order (Q-7, Q-9)."""
         ...
 
-    async def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
+    async def retry(self, tx: TxT | None, fence: Fence, delay_s: float, error: str) -> bool:
         """Back to pending after *delay_s*, or to dead with *error* at an
         exhausted budget (Q-10)."""
         ...
 
-    async def fail(self, tx: object | None, fence: Fence, error: str) -> bool:
+    async def fail(self, tx: TxT | None, fence: Fence, error: str) -> bool:
         """To dead with *error* (Q-11)."""
         ...
 
@@ -100,7 +100,7 @@ class AsyncExecutor(ExecutorBase, Protocol):
         """The new deadline, or ``None`` when the claim is no longer valid (Q-8)."""
         ...
 
-    async def cancel(self, tx: object | None, queue: str, job_id: int) -> bool:
+    async def cancel(self, tx: TxT | None, queue: str, job_id: int) -> bool:
         """Delete a pending or processing job of *queue*, whoever holds it;
         ``False`` for a dead or missing job (Q-13)."""
         ...
@@ -123,14 +123,14 @@ class AsyncExecutor(ExecutorBase, Protocol):
         """Requeue or dead-letter the lapsed claims of *queue* now (Q-12)."""
         ...
 
-    async def redrive(self, tx: object | None, queue: str, job_ids: Sequence[int] | None) -> int:
+    async def redrive(self, tx: TxT | None, queue: str, job_ids: Sequence[int] | None) -> int:
         """Dead jobs of *queue* (those ids, or all) back to pending with a
         fresh budget; the number moved (Q-21)."""
         ...
 
     async def purge_dead(
         self,
-        tx: object | None,
+        tx: TxT | None,
         queue: str,
         job_ids: Sequence[int] | None,
         older_than_s: float | None,
@@ -141,7 +141,7 @@ class AsyncExecutor(ExecutorBase, Protocol):
 
     # -------------------------------------------------------------- streams
 
-    async def publish(self, tx: object | None, stream: str, key: str | None, payload: str) -> int:
+    async def publish(self, tx: TxT | None, stream: str, key: str | None, payload: str) -> int:
         """Append an event; its offset, gap-free in commit order (S-1, S-2, S-4)."""
         ...
 
@@ -200,7 +200,7 @@ class AsyncExecutor(ExecutorBase, Protocol):
 
     # -------------------------------------------------------- notifications
 
-    async def notify(self, tx: object | None, channel: str, payload: str) -> None:
+    async def notify(self, tx: TxT | None, channel: str, payload: str) -> None:
         """Deliver *payload* to the channel's listeners at the commit (N-1)."""
         ...
 

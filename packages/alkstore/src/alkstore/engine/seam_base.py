@@ -14,22 +14,29 @@ planning and leader loop, listeners, the outbox — lives in the kit and is the
 same for every engine.
 
 Arguments arrive validated: names follow C-1, payloads are encoded JSON
-text, durations are finite seconds, ids are 64-bit integers. ``tx`` is
-passed through as the caller gave it; the engine resolves it (its own
-transaction object, a native connection, or what
-:func:`alkstore.engine.native.unwrap` finds inside a framework's object) and
-refuses anything else with ``InvalidArgument`` before any statement.
+text, durations are finite seconds, ids are 64-bit integers. The seam is
+generic over the engine's transaction type ``TxT``: the kit hands a caller's
+``tx=`` to :meth:`ExecutorBase.resolve_tx` once, at the public call, and the
+operations take what it returned (or ``None`` for "no caller transaction").
+The engine decides what it accepts there (its own transaction object, a
+native connection, or what :func:`alkstore.engine.native.unwrap` finds
+inside a framework's object) and refuses anything else with
+``InvalidArgument`` before any statement.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from alkstore.protocols import Capability
 
 from .wakes import WakeBoard
 
-__all__ = ["ExecutorBase", "NoteSink"]
+__all__ = ["ExecutorBase", "NoteSink", "TxT"]
+
+#: The engine's own form of a caller's transaction (what ``resolve_tx`` returns).
+TxT = TypeVar("TxT")
+TxT_co = TypeVar("TxT_co", covariant=True)
 
 
 class NoteSink(Protocol):
@@ -46,8 +53,16 @@ class NoteSink(Protocol):
         ...
 
 
-class ExecutorBase(Protocol):
+class ExecutorBase(Protocol[TxT_co]):
     """The members of an executor that do no I/O: the same on both faces."""
+
+    def resolve_tx(self, tx: object) -> TxT_co:
+        """What the operations take for a caller's ``tx=``: checked here,
+        before any statement runs, and refused with ``InvalidArgument`` (or
+        ``StoreClosed`` on a closed store) when the engine cannot join it
+        (T-1, T-2, A-3). Called on the caller's thread or task; it must not
+        block, and must not use a connection that belongs to another thread."""
+        ...
 
     @property
     def url(self) -> str:

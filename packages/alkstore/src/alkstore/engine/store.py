@@ -48,14 +48,14 @@ __all__ = ["KitStore"]
 class KitStore(StoreBase):
     """A :class:`~alkstore.protocols.Store` over an executor."""
 
-    _ex: Executor
+    _ex: Executor[Any]
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: Executor[Any]) -> None:
         self._ex = executor
         self._listeners: weakref.WeakSet[QueueListener] = weakref.WeakSet()
 
     @property
-    def executor(self) -> Executor:
+    def executor(self) -> Executor[Any]:
         """The engine's executor (for engine-specific extras and tests)."""
         return self._ex
 
@@ -105,7 +105,7 @@ class KitStore(StoreBase):
         handles, mine = fences_of(jobs, self._ex.store_id, self._async_face)
         results = [False] * len(handles)
         if mine:
-            landed = self._ex.ack(resolve_sync(tx), [handles[i]._fence for i in mine])
+            landed = self._ex.ack(resolve_sync(tx, self._ex), [handles[i]._fence for i in mine])
             for i, ok in zip(mine, landed, strict=True):
                 results[i] = handles[i]._landed(ok)
         return results
@@ -148,7 +148,7 @@ class KitStore(StoreBase):
         self._check_open()
         name = validate_name(channel, "channel")
         text = encode_payload(payload, limit=MAX_NOTIFICATION_BYTES, what="notification payload")
-        self._ex.notify(resolve_sync(tx), name, text)
+        self._ex.notify(resolve_sync(tx, self._ex), name, text)
 
     def listen(self, *channels: str) -> QueueListener:
         """A listener for *channels* (N-2). The sync face listens from this

@@ -49,14 +49,14 @@ __all__ = ["AsyncKitStore"]
 class AsyncKitStore(StoreBase):
     """A :class:`~alkstore.protocols.AsyncStore` over an executor."""
 
-    _ex: AsyncExecutor
+    _ex: AsyncExecutor[Any]
 
-    def __init__(self, executor: AsyncExecutor) -> None:
+    def __init__(self, executor: AsyncExecutor[Any]) -> None:
         self._ex = executor
         self._listeners: weakref.WeakSet[AsyncQueueListener] = weakref.WeakSet()
 
     @property
-    def executor(self) -> AsyncExecutor:
+    def executor(self) -> AsyncExecutor[Any]:
         """The engine's executor (for engine-specific extras and tests)."""
         return self._ex
 
@@ -106,7 +106,9 @@ class AsyncKitStore(StoreBase):
         handles, mine = fences_of(jobs, self._ex.store_id, self._async_face)
         results = [False] * len(handles)
         if mine:
-            landed = await self._ex.ack(await resolve_async(tx), [handles[i]._fence for i in mine])
+            landed = await self._ex.ack(
+                await resolve_async(tx, self._ex), [handles[i]._fence for i in mine]
+            )
             for i, ok in zip(mine, landed, strict=True):
                 results[i] = handles[i]._landed(ok)
         return results
@@ -149,7 +151,7 @@ class AsyncKitStore(StoreBase):
         self._check_open()
         name = validate_name(channel, "channel")
         text = encode_payload(payload, limit=MAX_NOTIFICATION_BYTES, what="notification payload")
-        await self._ex.notify(await resolve_async(tx), name, text)
+        await self._ex.notify(await resolve_async(tx, self._ex), name, text)
 
     def listen(self, *channels: str) -> AsyncQueueListener:
         """A listener for *channels* (N-2). The sync face listens from this

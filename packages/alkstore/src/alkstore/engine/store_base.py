@@ -83,7 +83,7 @@ class StoreBase(FaceMark):
     """What the sync and the async store share: what they say of their
     executor, and the argument checks of ``claim_any``."""
 
-    _ex: ExecutorBase
+    _ex: ExecutorBase[Any]
     _face_method = "claim_any"
 
     def __repr__(self) -> str:

@@ -25,7 +25,7 @@ __all__ = ["KitStream"]
 class KitStream(StreamBase):
     """An append-only log with per-consumer offsets (S-1..S-4)."""
 
-    def __init__(self, ex: Executor, name: str) -> None:
+    def __init__(self, ex: Executor[Any], name: str) -> None:
         super().__init__(name)
         self._ex = ex
 
@@ -37,7 +37,7 @@ class KitStream(StreamBase):
         """Append an event and return its offset; joins *tx* (T-1)."""
         self._check_open()
         text, event_key = self._publish_args(payload, key)
-        return self._ex.publish(resolve_sync(tx), self._name, event_key, text)
+        return self._ex.publish(resolve_sync(tx, self._ex), self._name, event_key, text)
 
     def read(self, after: int = 0, limit: int = 100) -> list[Event]:
         """Events past *after*, in offset order (S-2)."""

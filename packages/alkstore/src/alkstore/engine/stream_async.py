@@ -25,7 +25,7 @@ __all__ = ["AsyncKitStream"]
 class AsyncKitStream(StreamBase):
     """An append-only log with per-consumer offsets (S-1..S-4)."""
 
-    def __init__(self, ex: AsyncExecutor, name: str) -> None:
+    def __init__(self, ex: AsyncExecutor[Any], name: str) -> None:
         super().__init__(name)
         self._ex = ex
 
@@ -37,7 +37,9 @@ class AsyncKitStream(StreamBase):
         """Append an event and return its offset; joins *tx* (T-1)."""
         self._check_open()
         text, event_key = self._publish_args(payload, key)
-        return await self._ex.publish(await resolve_async(tx), self._name, event_key, text)
+        return await self._ex.publish(
+            await resolve_async(tx, self._ex), self._name, event_key, text
+        )
 
     async def read(self, after: int = 0, limit: int = 100) -> list[Event]:
         """Events past *after*, in offset order (S-2)."""

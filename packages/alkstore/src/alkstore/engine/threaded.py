@@ -34,7 +34,7 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from alkstore.errors import StoreClosed
 from alkstore.protocols import AsyncTx, Capability, CursorLike, Tx
@@ -47,6 +47,7 @@ __all__ = [
     "ThreadedAsyncCursor",
     "ThreadedAsyncExecutor",
     "ThreadedAsyncTx",
+    "ThreadedTxRef",
     "TxResolver",
 ]
 
@@ -112,16 +113,28 @@ class _IOThreads:
             self._work.put(None)
 
 
+class ThreadedTxRef(NamedTuple):
+    """A caller's ``tx=`` on the threaded face: what the sync engine resolves
+    (in the thread that runs the operation), the :data:`Runner` of the thread
+    that owns its connection if any, and the lock of this face's open
+    transaction it belongs to if any."""
+
+    inner: object
+    runner: Runner | None
+    lock: threading.Lock | None
+
+
 def _locked(lock: threading.Lock, work: Callable[[], T]) -> T:
     with lock:
         return work()
 
 
 def _in_threads(
-    op: Callable[Concatenate[Executor, P], T], *, takes_tx: bool = False
+    op: Callable[Concatenate[Executor[Any], P], T], *, takes_tx: bool = False
 ) -> Callable[Concatenate[ThreadedAsyncExecutor, P], Coroutine[Any, Any, T]]:
     """The async operation that runs the sync executor's *op* in the store's
-    threads; with *takes_tx* (its first argument is the caller's ``tx``), where
+    threads; with *takes_tx* (its first argument is the caller's ``tx``, as
+    :meth:`ThreadedAsyncExecutor.resolve_tx` made it), where
     :meth:`ThreadedAsyncExecutor.call_tx` says."""
     name = op.__name__
 
@@ -129,11 +142,11 @@ def _in_threads(
         fn = getattr(self.sync, name)
         if not takes_tx:
             return await self.call(_with(fn, kwargs), *args)
-        if "tx" in kwargs:
-            rest = dict(kwargs)
-            tx = rest.pop("tx")
-            return await self.call_tx(_with(fn, rest), tx, *args)
-        return await self.call_tx(_with(fn, kwargs), args[0], *args[1:])
+        rest: dict[str, Any] = dict(kwargs)
+        given: tuple[Any, ...] = args
+        tx, given = (rest.pop("tx"), given) if "tx" in rest else (given[0], given[1:])
+        assert tx is None or isinstance(tx, ThreadedTxRef)
+        return await self.call_tx(_with(fn, rest), tx, *given)
 
     method.__name__ = name
     method.__qualname__ = f"ThreadedAsyncExecutor.{name}"
@@ -243,7 +256,7 @@ class ThreadedAsyncExecutor:
 
     def __init__(
         self,
-        sync: Executor,
+        sync: Executor[Any],
         *,
         threads: int = DEFAULT_THREADS,
         resolve_tx: TxResolver | None = None,
@@ -267,29 +280,43 @@ class ThreadedAsyncExecutor:
         future: asyncio.Future[T] = loop.create_future()
         ctx = contextvars.copy_context()
         lock = _lock
-        if lock is None and self._tx_locks:
-            lock = next((self._tx_locks[id(a)] for a in args if id(a) in self._tx_locks), None)
         work = functools.partial(ctx.run, fn, *args)
         if lock is not None:
             work = functools.partial(_locked, lock, work)
         self._pool.submit(loop, future, work)
         return await future
 
-    async def call_tx(self, fn: Callable[..., T], tx: object | None, *args: Any) -> T:
-        """Run ``fn(sync_tx, *args)``, where *sync_tx* is what the sync engine
-        takes for the caller's *tx*: in the store's threads, or on the thread
-        that owns the caller's connection when the engine says it has one."""
-        runner: Runner | None = None
-        if isinstance(tx, ThreadedAsyncTx):
-            tx = tx.sync_tx
-        elif tx is not None and self._resolve_extra is not None:
-            tx, runner = self._resolve_extra(tx)
-        if runner is None:
-            return await self.call(fn, tx, *args)
+    def resolve_tx(self, tx: object) -> ThreadedTxRef:
+        """What this face's operations take for a caller's *tx*: the object
+        the sync engine is to resolve, in the thread where it will be used
+        (a connection may belong to one thread), and how to get there."""
         if self.sync.closed:
             raise StoreClosed("the store was closed")
+        if isinstance(tx, ThreadedAsyncTx):
+            return ThreadedTxRef(tx.sync_tx, None, self._tx_locks.get(id(tx.sync_tx)))
+        if self._resolve_extra is not None:
+            inner, runner = self._resolve_extra(tx)
+            return ThreadedTxRef(inner, runner, None)
+        return ThreadedTxRef(tx, None, None)
+
+    async def call_tx(self, fn: Callable[..., T], tx: ThreadedTxRef | None, *args: Any) -> T:
+        """Run ``fn(sync_tx, *args)``, where *sync_tx* is the sync engine's
+        resolution of *tx*: in the store's threads (under the lock of an open
+        transaction of this face), or on the thread that owns the caller's
+        connection when the engine says it has one."""
+        if tx is None:
+            return await self.call(fn, None, *args)
+        sync = self.sync
+
+        def work() -> T:
+            return fn(sync.resolve_tx(tx.inner), *args)
+
+        if tx.runner is None:
+            return await self.call(work, _lock=tx.lock)
+        if sync.closed:
+            raise StoreClosed("the store was closed")
         ctx = contextvars.copy_context()
-        result: T = await runner(functools.partial(ctx.run, fn, tx, *args))
+        result: T = await tx.runner(functools.partial(ctx.run, work))
         return result
 
     # ------------------------------------------------------------ the store
