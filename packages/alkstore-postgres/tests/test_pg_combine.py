@@ -77,7 +77,7 @@ def test_threads_arriving_during_an_enqueue_share_the_next_commit(store: Postgre
     for t in others:
         t.start()
     deadline = time.monotonic() + 10
-    while len(combiner._waiting) < 15:
+    while len(combiner._turns.waiting) < 15:
         assert time.monotonic() < deadline, "the producers did not queue up"
         time.sleep(0.001)
     release.set()
@@ -119,7 +119,7 @@ def test_a_failed_combined_statement_fails_each_caller_and_writes_none(
         time.sleep(0.001)
     for t in threads[1:]:
         t.start()
-    while len(combiner._waiting) < 3:
+    while len(combiner._turns.waiting) < 3:
         time.sleep(0.001)
     release.set()
     for t in threads:
@@ -180,7 +180,7 @@ def test_tasks_arriving_during_an_enqueue_share_the_next_commit(pg_url: str, sch
         while not calls:
             await asyncio.sleep(0)
         rest = [asyncio.ensure_future(q.enqueue_many([i, i])) for i in range(1, 16)]
-        while len(combiner._waiting) < 15:
+        while len(combiner._turns.waiting) < 15:
             await asyncio.sleep(0)
         release.set()
         ids = [await first] + [i for got in await asyncio.gather(*rest) for i in got]
@@ -203,7 +203,7 @@ def test_a_cancelled_waiting_task_writes_nothing(pg_url: str, schema: str) -> No
             await asyncio.sleep(0)
         kept = asyncio.ensure_future(q.enqueue("kept"))
         dropped = asyncio.ensure_future(q.enqueue("dropped"))
-        while len(combiner._waiting) < 2:
+        while len(combiner._turns.waiting) < 2:
             await asyncio.sleep(0)
         dropped.cancel()
         with pytest.raises(asyncio.CancelledError):

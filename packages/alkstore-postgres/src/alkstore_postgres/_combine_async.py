@@ -22,17 +22,17 @@ taken, its rows commit with the others.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
 from alkstore._acompat import AEvent
 from alkstore.engine import Inserted, NewJob
+from alkstore.engine.groupcommit import Turn, Turns
 
-from ._combine_base import Request, take_batch
+__all__ = ["MAX_ROWS", "AsyncEnqueueCombiner"]
 
-__all__ = ["AsyncEnqueueCombiner"]
+#: Most jobs one combined statement carries.
+MAX_ROWS = 1_000
 
 
 class Single(Protocol):
@@ -48,16 +48,16 @@ class Many(Protocol):
     async def __call__(self, batches: Sequence[tuple[str, Sequence[NewJob]]], /) -> list[int]: ...
 
 
-class _Waiter(Request):
-    """A queued caller, woken by its event once its outcome is in, or (on
-    threads) when it is handed the lead and runs the next batch itself."""
+class _Waiter(Turn):
+    """A queued caller, woken once its outcome is in, or (on threads) when it
+    is handed the lead and runs the next batch itself."""
 
-    __slots__ = ("error", "event", "finished", "result")
+    __slots__ = ("error", "jobs", "queue", "result")
 
     def __init__(self, queue: str, jobs: Sequence[NewJob]) -> None:
-        super().__init__(queue, jobs)
-        self.event = AEvent()
-        self.finished = False
+        super().__init__()
+        self.queue = queue
+        self.jobs = jobs
         self.result: list[Inserted] | None = None
         self.error: BaseException | None = None
 
@@ -68,77 +68,55 @@ class _Waiter(Request):
         return self.result
 
 
-def _wake(batch: Sequence[_Waiter]) -> None:
-    for req in batch:
-        req.finished = True
-        req.event.set()
+def _rows(waiter: _Waiter) -> int:
+    return len(waiter.jobs)
 
 
 class AsyncEnqueueCombiner:
     """Group commit of one store's plain enqueues: one running batch at a
-    time."""
+    time (the kit's :class:`~alkstore.engine.groupcommit.Turns`)."""
 
     def __init__(self, single: Single, many: Many) -> None:
         self._single = single
         self._many = many
-        # On the async face only tasks of one loop come here: the lock is
+        # On the async face only tasks of one loop come here: the mutex is
         # never contended there, and nothing waits while it is held.
-        self._mutex = threading.Lock()
-        self._waiting: deque[_Waiter] = deque()
-        self._busy = False
+        self._turns: Turns[_Waiter] = Turns(AEvent)
         if True:  # ASYNC
             self._drainer: asyncio.Task[None] | None = None
 
     async def submit(self, queue: str, jobs: Sequence[NewJob]) -> list[Inserted]:
         """Insert *jobs* into *queue*, alone or combined with the callers
         waiting meanwhile; returns after the commit that holds them."""
-        waiter = self._queue_up(queue, jobs)
-        if waiter is None:  # alone: run at once, on the caller's own thread or task
+        waiter = _Waiter(queue, jobs)
+        if self._turns.enter(waiter):  # alone: run at once, on the caller's own thread or task
             try:
                 return await self._single(queue, jobs)
             finally:
                 self._hand_over()
         if True:  # ASYNC
+            assert isinstance(waiter.event, AEvent)
             try:
                 await waiter.event.wait()
             except asyncio.CancelledError:
-                if waiter in self._waiting:
-                    self._waiting.remove(waiter)  # not taken: nothing of it is written
+                self._turns.withdraw(waiter)  # not taken: nothing of it is written
                 raise  # else taken: its rows commit with the others
         else:
-            waiter.event.wait()
-            if not waiter.finished:  # handed the lead
+            if self._turns.wait(waiter):  # handed the lead
                 try:
                     self._lead(waiter)
                 finally:
                     self._hand_over()
         return waiter.outcome()
 
-    def _queue_up(self, queue: str, jobs: Sequence[NewJob]) -> _Waiter | None:
-        """``None`` when nothing runs (the caller runs now), else its place
-        in the queue."""
-        with self._mutex:
-            if not self._busy:
-                self._busy = True
-                return None
-            waiter = _Waiter(queue, jobs)
-            self._waiting.append(waiter)
-            return waiter
-
     def _hand_over(self) -> None:
         """After a batch: the next one goes to a task of the combiner's own
         (async), or to the first waiting caller (threads)."""
         if True:  # ASYNC
-            if self._waiting:
+            if self._turns.hand_over(lead=False):
                 self._drainer = asyncio.get_running_loop().create_task(self._drain())
-            else:
-                self._busy = False
         else:
-            with self._mutex:
-                if self._waiting:
-                    self._waiting.popleft().event.set()  # the lead, not an outcome
-                else:
-                    self._busy = False
+            self._turns.hand_over()
 
     async def _run_batch(self, batch: list[_Waiter]) -> None:
         """One statement and one commit for *batch*: each caller gets its own
@@ -163,23 +141,23 @@ class AsyncEnqueueCombiner:
     if True:  # ASYNC
 
         async def _drain(self) -> None:
+            waiting = self._turns.waiting
             try:
-                while self._waiting:
-                    batch = take_batch(self._waiting.popleft(), self._waiting)
+                while waiting:
+                    batch = self._turns.take(waiting.popleft(), MAX_ROWS, _rows)
                     try:
                         await self._run_batch(batch)
                     finally:
-                        _wake(batch)
+                        Turns.finish(batch)
             finally:
-                self._busy = False
+                self._turns.free()
                 self._drainer = None
 
     else:
 
         def _lead(self, first: _Waiter) -> None:
-            with self._mutex:
-                batch = take_batch(first, self._waiting)
+            batch = self._turns.take(first, MAX_ROWS, _rows)
             try:
                 self._run_batch(batch)
             finally:
-                _wake(batch[1:])
+                Turns.finish(batch[1:])

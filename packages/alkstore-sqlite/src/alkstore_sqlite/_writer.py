@@ -25,12 +25,12 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from alkstore.engine import txowner
+from alkstore.engine.groupcommit import Turn, Turns
 from alkstore.errors import AlkstoreError, InvalidArgument, TransientError
 
 from ._conn import ConnectionPool
@@ -43,23 +43,24 @@ T = TypeVar("T")
 #: Most writes one commit carries.
 MAX_GROUP = 256
 
-_WAITING, _LEAD, _DONE = 0, 1, 2
-
 #: A write: runs on a connection inside the write transaction.
 WriteFn = Callable[[sqlite3.Connection], Any]
 
 
-class _Request:
-    __slots__ = ("error", "event", "exclusive", "fn", "result", "single", "state")
+class _Request(Turn):
+    __slots__ = ("error", "exclusive", "fn", "result", "single")
 
     def __init__(self, fn: WriteFn | None, single: bool, exclusive: bool) -> None:
+        super().__init__()
         self.fn = fn
         self.single = single
         self.exclusive = exclusive
-        self.state = _WAITING
         self.result: Any = None
         self.error: BaseException | None = None
-        self.event: threading.Event | None = None  # made only for a writer that waits
+
+
+def _alone(req: _Request) -> bool:
+    return req.exclusive
 
 
 _E5 = (
@@ -69,12 +70,11 @@ _E5 = (
 
 
 class WriteQueue:
-    """The write lock of one database file, as seen by one process."""
+    """The write lock of one database file, as seen by one process: the
+    kit's leader/follower :class:`~alkstore.engine.groupcommit.Turns`."""
 
     def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._waiting: deque[_Request] = deque()
-        self._busy = False
+        self._turns: Turns[_Request] = Turns()
         self._holder: object | None = None  # the marker of an open store.transaction()
 
     # ------------------------------------------------------------ entering
@@ -82,47 +82,18 @@ class WriteQueue:
     def _join(self, req: _Request, timeout_s: float) -> bool:
         """Queue *req*; return ``True`` when it leads (runs its own turn) and
         ``False`` when another writer already ran it."""
-        with self._mutex:
-            holder = self._holder
-            if holder is not None and holder in txowner.open_here():
-                raise InvalidArgument(_E5)
-            if not self._busy:
-                self._busy = True
-                return True
-            event = req.event = threading.Event()
-            self._waiting.append(req)
-        if not event.wait(timeout_s):
-            with self._mutex:
-                if req.state == _WAITING:
-                    self._waiting.remove(req)
-                    raise TransientError(
-                        f"SQLite is busy: no write lock within {timeout_s:g} s "
-                        "(another writer of this process held it)"
-                    )
-            event.wait()  # taken by a running group: it finishes soon
-        return req.state == _LEAD
-
-    def _hand_over(self) -> None:
-        """Pass the lock to the next waiting writer, or free it."""
-        with self._mutex:
-            if self._waiting:
-                nxt = self._waiting.popleft()
-                nxt.state = _LEAD
-                assert nxt.event is not None
-                nxt.event.set()
-            else:
-                self._busy = False
-
-    def _take_group(self, first: _Request) -> list[_Request]:
-        group = [first]
-        if not self._waiting:  # nobody queued behind us: no need for the mutex
-            return group
-        with self._mutex:
-            while self._waiting and len(group) < MAX_GROUP:
-                if self._waiting[0].exclusive:
-                    break
-                group.append(self._waiting.popleft())
-        return group
+        holder = self._holder  # set and cleared only by the holding thread (or task)
+        if holder is not None and holder in txowner.open_here():
+            raise InvalidArgument(_E5)
+        if self._turns.enter(req):
+            return True
+        led = self._turns.wait(req, timeout_s)
+        if led is None:
+            raise TransientError(
+                f"SQLite is busy: no write lock within {timeout_s:g} s "
+                "(another writer of this process held it)"
+            )
+        return led
 
     # ------------------------------------------------------------- writing
 
@@ -143,10 +114,10 @@ class WriteQueue:
                 raise req.error
             return req.result
         try:
-            group = self._take_group(req)
+            group = self._turns.take(req, MAX_GROUP, stop=_alone)
             self._run_group(pool, group)
         finally:
-            self._hand_over()
+            self._turns.hand_over()
         if req.error is not None:
             raise req.error
         return req.result
@@ -176,10 +147,7 @@ class WriteQueue:
                     req.error = failure
                     req.result = None
         finally:
-            for req in group[1:]:
-                req.state = _DONE
-                assert req.event is not None
-                req.event.set()
+            Turns.finish(group[1:])
 
     @contextmanager
     def exclusive(self, conn: sqlite3.Connection, timeout_s: float) -> Iterator[None]:
@@ -188,15 +156,12 @@ class WriteQueue:
         ends; nobody else of this process writes meanwhile."""
         req = _Request(None, False, True)
         self._join(req, timeout_s)
-        marker = txowner.innermost()
-        with self._mutex:
-            self._holder = marker
+        self._holder = txowner.innermost()
         try:
             yield
         finally:
-            with self._mutex:
-                self._holder = None
-            self._hand_over()
+            self._holder = None
+            self._turns.hand_over()
 
 
 def _run_in_transaction(conn: sqlite3.Connection, group: list[_Request]) -> None:
