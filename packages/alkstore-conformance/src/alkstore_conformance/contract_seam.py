@@ -36,6 +36,7 @@ from alkstore.engine import (
     ClaimRow,
     Executor,
     Fence,
+    Fire,
     Inserted,
     JobRow,
     NewJob,
@@ -561,8 +562,8 @@ class SeamContract(ContractBase):
         assert near_now(now)
         (row,) = [r for r in due if r.name == name]
         next_at = due_at + timedelta(hours=1)
-        assert ex.fire_schedule(name, row.next_fire_at, due_at, next_at, q, new_job('"tick"'))
-        assert not ex.fire_schedule(name, row.next_fire_at, due_at, next_at, q, new_job()), (
+        assert ex.fire_schedule(Fire(name, row.next_fire_at, due_at, next_at, q, new_job('"tick"')))
+        assert not ex.fire_schedule(Fire(name, row.next_fire_at, due_at, next_at, q, new_job())), (
             "the compare-and-set fires once"
         )
         assert ex.queue_stats(q)[0].pending == 1

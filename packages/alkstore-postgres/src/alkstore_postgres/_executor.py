@@ -41,6 +41,7 @@ from alkstore.engine import (
     ClaimRow,
     EventRow,
     Fence,
+    Fire,
     Inserted,
     JobRow,
     NewJob,
@@ -423,16 +424,8 @@ class PgExecutor(ExecutorBase):
     def due_schedules(self) -> tuple[datetime, list[ScheduleRow]]:
         return self._run(self._ops.due_schedules())
 
-    def fire_schedule(
-        self,
-        name: str,
-        expected: datetime,
-        fire_at: datetime,
-        next_fire_at: datetime,
-        queue: str,
-        job: NewJob,
-    ) -> bool:
-        return self._run(self._ops.fire_schedule(name, expected, fire_at, next_fire_at, queue, job))
+    def fire_schedule(self, fire: Fire) -> bool:
+        return self._run(self._ops.fire_schedule(fire))
 
     def seconds_to_next_fire(self) -> float | None:
         return self._run(self._ops.seconds_to_next_fire())

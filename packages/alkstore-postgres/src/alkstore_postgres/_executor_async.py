@@ -43,6 +43,7 @@ from alkstore.engine import (
     ClaimRow,
     EventRow,
     Fence,
+    Fire,
     Inserted,
     JobRow,
     NewJob,
@@ -448,18 +449,8 @@ class AsyncPgExecutor(ExecutorBase):
     async def due_schedules(self) -> tuple[datetime, list[ScheduleRow]]:
         return await self._run(self._ops.due_schedules())
 
-    async def fire_schedule(
-        self,
-        name: str,
-        expected: datetime,
-        fire_at: datetime,
-        next_fire_at: datetime,
-        queue: str,
-        job: NewJob,
-    ) -> bool:
-        return await self._run(
-            self._ops.fire_schedule(name, expected, fire_at, next_fire_at, queue, job)
-        )
+    async def fire_schedule(self, fire: Fire) -> bool:
+        return await self._run(self._ops.fire_schedule(fire))
 
     async def seconds_to_next_fire(self) -> float | None:
         return await self._run(self._ops.seconds_to_next_fire())

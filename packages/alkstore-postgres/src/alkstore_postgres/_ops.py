@@ -20,6 +20,7 @@ from alkstore.engine import (
     ClaimRow,
     EventRow,
     Fence,
+    Fire,
     Inserted,
     JobRow,
     NewJob,
@@ -640,17 +641,14 @@ class OpBook:
 
         return Op(plan, writes=False)
 
-    def fire_schedule(
-        self,
-        name: str,
-        expected: datetime,
-        fire_at: datetime,
-        next_fire_at: datetime,
-        queue: str,
-        job: NewJob,
-    ) -> Op[bool]:
-        params = self._job_params(queue, job)
-        params.update(name=name, expected=expected, next_fire_at=next_fire_at, last_fire_at=fire_at)
+    def fire_schedule(self, fire: Fire) -> Op[bool]:
+        params = self._job_params(fire.queue, fire.job)
+        params.update(
+            name=fire.name,
+            expected=fire.expected,
+            next_fire_at=fire.next_fire_at,
+            last_fire_at=fire.fire_at,
+        )
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.fire_schedule, params, ROWCOUNT)

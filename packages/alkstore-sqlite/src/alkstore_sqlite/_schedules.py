@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from alkstore.engine import NewJob, ScheduleRow, schedule_row
+from alkstore.engine import Fire, ScheduleRow, schedule_row
 
 from . import _sql
 from ._core import Core
@@ -66,21 +66,14 @@ class ScheduleOps:
             rows = [_schedule_row(r) for r in conn.execute(_sql.DUE_SCHEDULES, {"now": now})]
         return to_datetime(now), rows
 
-    def fire_schedule(
-        self,
-        name: str,
-        expected: datetime,
-        fire_at: datetime,
-        next_fire_at: datetime,
-        queue: str,
-        job: NewJob,
-    ) -> bool:
+    def fire_schedule(self, fire: Fire) -> bool:
         cas = {
-            "name": name,
-            "expected": from_datetime(expected),
-            "next_fire_at": from_datetime(next_fire_at),
-            "last_fire_at": from_datetime(fire_at),
+            "name": fire.name,
+            "expected": from_datetime(fire.expected),
+            "next_fire_at": from_datetime(fire.next_fire_at),
+            "last_fire_at": from_datetime(fire.fire_at),
         }
+        queue, job = fire.queue, fire.job
 
         def run(conn: sqlite3.Connection) -> bool:
             if conn.execute(_sql.ADVANCE_SCHEDULE, cas).rowcount != 1:

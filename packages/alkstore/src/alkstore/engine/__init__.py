@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from alkstore.protocols import Capability
 
+from . import rows
 from .codec import UNDECODABLE_ERROR
 from .jobs import KitJob
 from .jobs_async import AsyncKitJob
@@ -31,20 +32,7 @@ from .listener_async import AsyncQueueListener
 from .native import unwrap
 from .outbox_base import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
 from .prepare import check_bool_option, check_sql_args, parse_bool_option
-from .rows import (
-    ClaimRow,
-    EventRow,
-    Fence,
-    Inserted,
-    JobRow,
-    NewJob,
-    RateSpec,
-    ScheduleRow,
-    claim_row,
-    job_row,
-    schedule_row,
-    stream_stats_of,
-)
+from .rows import *  # noqa: F403  (its __all__: the seam's named rows)
 from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
 from .seam import Executor, NoteSink
 from .seam_async import AsyncExecutor
@@ -65,19 +53,11 @@ __all__ = [
     "AsyncKitJob",
     "AsyncKitStore",
     "AsyncQueueListener",
-    "ClaimRow",
-    "EventRow",
     "Executor",
-    "Fence",
-    "Inserted",
-    "JobRow",
     "KitJob",
     "KitStore",
-    "NewJob",
     "NoteSink",
     "QueueListener",
-    "RateSpec",
-    "ScheduleRow",
     "Step",
     "ThreadedAsyncCursor",
     "ThreadedAsyncExecutor",
@@ -85,14 +65,11 @@ __all__ = [
     "WakeBoard",
     "check_bool_option",
     "check_sql_args",
-    "claim_row",
-    "job_row",
     "outbox_queue_name",
     "parse_bool_option",
-    "schedule_row",
-    "stream_stats_of",
     "unwrap",
 ]
+__all__ += rows.__all__
 
 #: Every capability; the in-repo engines declare them all.
 ALL_CAPABILITIES: frozenset[Capability] = frozenset(Capability)

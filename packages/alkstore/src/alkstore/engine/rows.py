@@ -22,6 +22,7 @@ __all__ = [
     "ClaimRow",
     "EventRow",
     "Fence",
+    "Fire",
     "Inserted",
     "JobRow",
     "NewJob",
@@ -213,6 +214,20 @@ class ScheduleRow:
     tz: str
     next_fire_at: datetime
     last_fire_at: datetime | None = None
+
+
+class Fire(NamedTuple):
+    """One due fire of a schedule (SC-3): move the schedule's
+    ``next_fire_at`` from *expected* to *next_fire_at* (``last_fire_at``
+    becomes *fire_at*) and, only when it still was *expected*, insert *job*
+    into *queue*."""
+
+    name: str
+    expected: datetime
+    fire_at: datetime
+    next_fire_at: datetime
+    queue: str
+    job: NewJob
 
 
 def schedule_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> ScheduleRow:

@@ -18,7 +18,7 @@ from typing import Protocol
 from alkstore.protocols import AsyncTx
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
-from .rows import ClaimRow, EventRow, Fence, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
+from .rows import ClaimRow, EventRow, Fence, Fire, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
 from .seam_base import ExecutorBase, NoteSink, TxT
 
 __all__ = ["AsyncExecutor", "NoteSink"]
@@ -237,17 +237,10 @@ class AsyncExecutor(ExecutorBase[TxT], Protocol[TxT]):
         """The engine's now, and the schedules due at it."""
         ...
 
-    async def fire_schedule(
-        self,
-        name: str,
-        expected: datetime,
-        fire_at: datetime,
-        next_fire_at: datetime,
-        queue: str,
-        job: NewJob,
-    ) -> bool:
-        """Compare-and-set the schedule's ``next_fire_at`` from *expected* and,
-        only when it matched, enqueue *job* on *queue*, atomically (SC-3)."""
+    async def fire_schedule(self, fire: Fire) -> bool:
+        """Compare-and-set the schedule's ``next_fire_at`` from
+        ``fire.expected`` and, only when it matched, enqueue ``fire.job`` on
+        ``fire.queue``, atomically (SC-3)."""
         ...
 
     async def seconds_to_next_fire(self) -> float | None:

@@ -29,6 +29,7 @@ from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
 from .queue import KitQueue, claim_sync
 from .queue_base import rate_spec
+from .rows import Fire
 from .runners import run_leader
 from .schedules import (
     SCHEDULER_LOCK,
@@ -203,9 +204,8 @@ class KitStore(StoreBase):
         fired = 0
         for row, plan in due_fires(now, rows):
             job = schedule_job(row)
-            if self._ex.fire_schedule(
-                row.name, row.next_fire_at, plan.fire_at, plan.next_fire_at, row.queue, job
-            ):
+            fire = Fire(row.name, row.next_fire_at, plan.fire_at, plan.next_fire_at, row.queue, job)
+            if self._ex.fire_schedule(fire):
                 fired += 1
                 log_fire(row, plan)
         return fired

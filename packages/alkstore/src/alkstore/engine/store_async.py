@@ -30,6 +30,7 @@ from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
 from .queue_async import AsyncKitQueue, claim_async
 from .queue_base import rate_spec
+from .rows import Fire
 from .runners_async import run_leader_async
 from .schedules import (
     SCHEDULER_LOCK,
@@ -209,9 +210,8 @@ class AsyncKitStore(StoreBase):
         fired = 0
         for row, plan in due_fires(now, rows):
             job = schedule_job(row)
-            if await self._ex.fire_schedule(
-                row.name, row.next_fire_at, plan.fire_at, plan.next_fire_at, row.queue, job
-            ):
+            fire = Fire(row.name, row.next_fire_at, plan.fire_at, plan.next_fire_at, row.queue, job)
+            if await self._ex.fire_schedule(fire):
                 fired += 1
                 log_fire(row, plan)
         return fired
