@@ -31,6 +31,13 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "docs" / "examples" / "testing"
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_test_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests choose their store themselves: a developer's
+    ``$ALKSTORE_TEST_URL`` is set only where a test sets it."""
+    monkeypatch.delenv("ALKSTORE_TEST_URL", raising=False)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

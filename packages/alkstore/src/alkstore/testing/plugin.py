@@ -11,7 +11,8 @@ that has alkstore installed. Its fixtures are plain names a project's own
 - ``async_store``: ``await alkstore.open_async(store_url)``, the same
   database as ``store`` in the same test. An async fixture: it needs the
   plugin that runs the test's event loop (anyio's, with
-  ``@pytest.mark.anyio``; or pytest-asyncio).
+  ``@pytest.mark.anyio``; or pytest-asyncio in ``auto`` mode; in its strict
+  mode, redefine it with ``@pytest_asyncio.fixture``).
 """
 
 from __future__ import annotations
