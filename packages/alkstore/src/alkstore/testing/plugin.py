@@ -17,6 +17,7 @@ that has alkstore installed. Its fixtures are plain names a project's own
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -42,11 +43,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def store(store_url: str) -> Iterator[Store]:
     """A fresh, migrated store for this test (alkstore.testing, FW-2); closed afterwards."""
-    opened = alkstore.open(store_url)
-    try:
+    with contextlib.closing(alkstore.open(store_url)) as opened:
         yield opened
-    finally:
-        opened.close()
 
 
 @pytest.fixture
