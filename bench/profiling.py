@@ -97,6 +97,7 @@ def main(argv: list[str]) -> int:
         where = f"{Path(file).name}:{line}({name})" if line else name
         rows.append((tt, ct, nc, where))
     rows.sort(reverse=True)
+    print(f"Python calls per job, every function: {sum(r[2] for r in rows) / jobs:.1f}")
     print(f"{'calls/job':>9} {'own µs/job':>10} {'cum µs/job':>10}  function")
     for tt, ct, nc, where in rows[: args.top]:
         print(f"{nc / jobs:9.2f} {tt * 1e6 / jobs:10.2f} {ct * 1e6 / jobs:10.2f}  {where}")

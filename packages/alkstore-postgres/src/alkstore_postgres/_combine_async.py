@@ -88,8 +88,8 @@ class AsyncEnqueueCombiner:
     async def submit(self, queue: str, jobs: Sequence[NewJob]) -> list[Inserted]:
         """Insert *jobs* into *queue*, alone or combined with the callers
         waiting meanwhile; returns after the commit that holds them."""
-        waiter = _Waiter(queue, jobs)
-        if self._turns.enter(waiter):  # alone: run at once, on the caller's own thread or task
+        waiter = self._turns.enter(lambda: _Waiter(queue, jobs))
+        if waiter is None:  # alone: run at once, on the caller's own thread or task
             try:
                 return await self._single(queue, jobs)
             finally:

@@ -30,7 +30,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from alkstore.engine import txowner
-from alkstore.engine.groupcommit import Turn, Turns
+from alkstore.engine.groupcommit import WAITING, Turn, Turns
 from alkstore.errors import AlkstoreError, InvalidArgument, TransientError
 
 from ._conn import ConnectionPool
@@ -51,7 +51,8 @@ class _Request(Turn):
     __slots__ = ("error", "exclusive", "fn", "result", "single")
 
     def __init__(self, fn: WriteFn | None, single: bool, exclusive: bool) -> None:
-        super().__init__()
+        self.state = WAITING  # Turn's fields, set here: one call less per write
+        self.event = None
         self.fn = fn
         self.single = single
         self.exclusive = exclusive
@@ -85,7 +86,7 @@ class WriteQueue:
         holder = self._holder  # set and cleared only by the holding thread (or task)
         if holder is not None and holder in txowner.open_here():
             raise InvalidArgument(_E5)
-        if self._turns.enter(req):
+        if self._turns.enter(lambda: req) is None:
             return True
         led = self._turns.wait(req, timeout_s)
         if led is None:

@@ -62,16 +62,18 @@ class Turns(Generic[R]):
         self.waiting: deque[R] = deque()
         self.busy = False
 
-    def enter(self, turn: R) -> bool:
-        """``True`` when nothing runs: the caller leads now. Else *turn* is
-        queued, with a fresh ``event`` to wait on, and ``False``."""
+    def enter(self, make: Callable[[], R]) -> R | None:
+        """``None`` when nothing runs: the caller leads now. Else its turn,
+        made by *make* (only then: a caller alone pays for nothing), queued
+        with a fresh ``event`` to wait on."""
         with self.mutex:
             if not self.busy:
                 self.busy = True
-                return True
+                return None
+            turn = make()
             turn.event = self._signal()
             self.waiting.append(turn)
-            return False
+            return turn
 
     def wait(self, turn: R, timeout_s: float | None = None) -> bool | None:
         """Block (threads only) until *turn* is handed the lead (``True``) or
