@@ -26,6 +26,7 @@ import pytest
 
 import alkstore
 from alkstore import (
+    AsyncQueue,
     AsyncStore,
     AsyncWorker,
     Capability,
@@ -43,7 +44,7 @@ from ._base import ContractBase, requires, unique
 from ._factory import StoreFactory
 from ._queue_helpers import LONG_S
 
-__all__ = ["AsyncContract"]
+__all__ = ["AsyncContract", "cancel_inside_a_transaction"]
 
 T = TypeVar("T")
 
@@ -84,6 +85,19 @@ ASYNC_NAME = {"__enter__": "__aenter__", "__exit__": "__aexit__", "__iter__": "_
 NO_IO = frozenset(
     {"queue", "outbox", "stream", "rate_limit", "listen", "transaction", "should_stop", "__aiter__"}
 )
+
+
+def _handles(store: Store | AsyncStore, queue: object, job: object, name: str) -> dict[str, Any]:
+    """*store*, its *queue* and claimed *job*, and the handles it gives out at
+    once for *name*, by their keys in :data:`OBJECT_PROTOCOLS`."""
+    return {
+        "store": store,
+        "queue": queue,
+        "job": job,
+        "outbox": store.outbox(name),
+        "stream": store.stream(name),
+        "rate_limit": store.rate_limit(name, 10, 1),
+    }
 
 
 def _surface(cls: type) -> dict[str, Any]:
@@ -159,6 +173,26 @@ def _compare(
         if not to_async and is_coroutine != inspect.iscoroutinefunction(member):
             problems.append(f"{where}: coroutine function or not, unlike {reference.__name__}")
     return problems
+
+
+async def cancel_inside_a_transaction(store: AsyncStore, q: AsyncQueue, payload: Any) -> None:
+    """Run a task that enqueues *payload* on *q* in a transaction of *store*
+    and then waits inside it; cancel the task there and check that it ends
+    cancelled. What the transaction leaves behind is the caller's to check
+    (A-4: nothing)."""
+    inside = asyncio.Event()
+
+    async def work() -> None:
+        async with store.transaction() as tx:
+            await q.enqueue(payload, tx=tx)
+            inside.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(work())
+    await asyncio.wait_for(inside.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
 def run_async(factory: StoreFactory, body: Callable[[AsyncStore], Awaitable[T]]) -> T:
@@ -267,14 +301,7 @@ class AsyncContract(ContractBase):
         q.enqueue_many(["for sync", "for async"])
         sync_job = q.claim("w")
         assert sync_job is not None
-        sync_objects: dict[str, Any] = {
-            "store": store,
-            "queue": q,
-            "job": sync_job,
-            "outbox": store.outbox(name),
-            "stream": store.stream(name),
-            "rate_limit": store.rate_limit(name, 10, 1),
-        }
+        sync_objects = _handles(store, q, sync_job, name)
         sync_lock = store.lock(unique("lock"), 60)
         assert sync_lock is not None
         sync_objects["lock"] = sync_lock
@@ -286,14 +313,7 @@ class AsyncContract(ContractBase):
             aq = astore.queue(name)
             job = await aq.claim("w")
             assert job is not None
-            found: dict[str, Any] = {
-                "store": astore,
-                "queue": aq,
-                "job": job,
-                "outbox": astore.outbox(name),
-                "stream": astore.stream(name),
-                "rate_limit": astore.rate_limit(name, 10, 1),
-            }
+            found = _handles(astore, aq, job, name)
             lock = await astore.lock(unique("lock"), 60)
             assert lock is not None
             found["lock"] = lock
@@ -524,19 +544,7 @@ class AsyncContract(ContractBase):
     ) -> None:
         async def body(astore: AsyncStore) -> None:
             q = astore.queue(unique())
-            inside = asyncio.Event()
-
-            async def work() -> None:
-                async with astore.transaction() as tx:
-                    await q.enqueue("never", tx=tx)
-                    inside.set()
-                    await asyncio.sleep(30)
-
-            task = asyncio.ensure_future(work())
-            await asyncio.wait_for(inside.wait(), 10)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
+            await cancel_inside_a_transaction(astore, q, "never")
             assert (await q.stats()).pending == 0
             # The transaction ended: writing needs no wait for it.
             started = time.monotonic()

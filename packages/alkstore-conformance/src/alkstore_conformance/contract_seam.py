@@ -110,6 +110,13 @@ class SeamContract(ContractBase):
     def _claim(self, ex: Executor, queue: str, n: int = 1, worker: str = "w") -> list[ClaimRow]:
         return ex.claim([queue], worker, n, None, False)
 
+    def _one_claimed(self, ex: Executor) -> tuple[str, ClaimRow]:
+        """A fresh queue holding one job, claimed: the queue's name and the claim."""
+        q = unique()
+        ex.insert_jobs(None, q, [new_job()], None)
+        (row,) = self._claim(ex, q)
+        return q, row
+
     # ------------------------------------------------------------ the store
 
     @pytest.mark.clause("C-7")
@@ -236,9 +243,7 @@ class SeamContract(ContractBase):
     @SEAM
     @QUEUES
     def test_seam_fail(self, ex: Executor) -> None:
-        q = unique()
-        ex.insert_jobs(None, q, [new_job()], None)
-        (row,) = self._claim(ex, q)
+        q, row = self._one_claimed(ex)
         assert ex.fail(None, fence(row), "refused")
         info = ex.get_job(q, row.id)
         assert info is not None and (info.state, info.last_error) == ("dead", "refused")
@@ -249,9 +254,7 @@ class SeamContract(ContractBase):
     @SEAM
     @QUEUES
     def test_seam_release(self, ex: Executor) -> None:
-        q = unique()
-        ex.insert_jobs(None, q, [new_job()], None)
-        (row,) = self._claim(ex, q)
+        q, row = self._one_claimed(ex)
         assert ex.release(fence(row))
         info = ex.get_job(q, row.id)
         assert info is not None and (info.state, info.attempts) == ("pending", 0)
@@ -263,9 +266,7 @@ class SeamContract(ContractBase):
     @SEAM
     @QUEUES
     def test_seam_heartbeat(self, ex: Executor) -> None:
-        q = unique()
-        ex.insert_jobs(None, q, [new_job()], None)
-        (row,) = self._claim(ex, q)
+        _, row = self._one_claimed(ex)
         deadline = ex.heartbeat(fence(row), 1000.0)
         assert deadline is not None and deadline > row.deadline
         shorter = ex.heartbeat(fence(row), 50.0)

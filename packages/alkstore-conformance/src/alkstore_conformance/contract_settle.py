@@ -41,6 +41,7 @@ from ._queue_helpers import (
     info_of,
     lapse,
     spoil_claims,
+    woken_by,
 )
 
 __all__ = ["SettleContract"]
@@ -349,11 +350,9 @@ class SettleContract(ContractBase):
         assert _ids(jobs) == [job_id]
         assert jobs[0].ack()
         # And on the first queue; and nothing after wait_s.
-        bg = blocked(lambda: store.claim_any([a, b], "w", wait_s=20))
-        job_id = a.enqueue("wake")
-        enqueued = time.monotonic()
-        jobs = bg.result()
-        assert bg.returned_at - enqueued < WAKE_BOUND_S
+        jobs, job_id = woken_by(
+            lambda: store.claim_any([a, b], "w", wait_s=20), lambda: a.enqueue("wake")
+        )
         assert _ids(jobs) == [job_id]
         started = time.monotonic()
         assert store.claim_any([a, b], "w", wait_s=0.3) == []
