@@ -39,7 +39,7 @@ from alkstore import (
     Worker,
 )
 
-from ._base import ContractBase, unique
+from ._base import ContractBase, mark_each_test, unique
 from ._factory import StoreFactory
 
 __all__ = ["FacesContract"]
@@ -47,7 +47,7 @@ __all__ = ["FacesContract"]
 T = TypeVar("T")
 
 BOTH_FACES = pytest.mark.sync_only("drives the sync and the async API itself")
-QUEUES = pytest.mark.requires(Capability.QUEUES)
+QUEUES_AND_ASYNC = pytest.mark.requires(Capability.QUEUES, Capability.ASYNC)
 ASYNC = pytest.mark.requires(Capability.ASYNC)
 
 #: A visibility timeout no test outlives.
@@ -156,13 +156,13 @@ def _noop(job: Any) -> None:
     pass
 
 
+@mark_each_test(BOTH_FACES)
 class FacesContract(ContractBase):
     """One cursor shape (A-6) and the wrong face named (A-7)."""
 
     # ----------------------------------------------------------------- A-6
 
     @pytest.mark.clause("A-6", "T-2")
-    @BOTH_FACES
     @ASYNC
     def test_async_execute_returns_a_cursor_whose_fetches_are_awaited(
         self, store_factory: StoreFactory
@@ -214,7 +214,6 @@ class FacesContract(ContractBase):
             runner.run(body(astore))
 
     @pytest.mark.clause("A-6", "T-2")
-    @BOTH_FACES
     def test_sync_execute_returns_a_dbapi_cursor(self, store_factory: StoreFactory) -> None:
         """The same SQL through the sync face: a DB-API cursor, ``for row in
         cursor`` included."""
@@ -250,9 +249,7 @@ class FacesContract(ContractBase):
     # ----------------------------------------------------------------- A-7
 
     @pytest.mark.clause("A-7", "A-5")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_worker_given_an_async_store_is_refused_naming_async_worker(
         self, store_factory: StoreFactory
     ) -> None:
@@ -263,9 +260,7 @@ class FacesContract(ContractBase):
             assert names_class(info.value, AsyncWorker.__name__), str(info.value)
 
     @pytest.mark.clause("A-7", "A-5")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_async_worker_given_a_sync_store_is_refused_naming_worker(
         self, store_factory: StoreFactory
     ) -> None:
@@ -278,9 +273,7 @@ class FacesContract(ContractBase):
             assert names_class(info.value, Worker.__name__), str(info.value)
 
     @pytest.mark.clause("A-7", "Q-9")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_sync_batch_ops_given_an_async_job_are_refused_naming_the_job_class(
         self, store_factory: StoreFactory
     ) -> None:
@@ -306,9 +299,7 @@ class FacesContract(ContractBase):
             assert runner.run(aq.ack_batch([async_job])) == 1
 
     @pytest.mark.clause("A-7", "Q-9")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_async_batch_ops_given_a_sync_job_are_refused_naming_the_job_class(
         self, store_factory: StoreFactory
     ) -> None:
@@ -327,9 +318,7 @@ class FacesContract(ContractBase):
             assert q.ack_batch([sync_job]) == 1
 
     @pytest.mark.clause("A-7", "T-2")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_sync_face_given_an_async_transaction_is_refused_naming_what_to_pass(
         self, store_factory: StoreFactory
     ) -> None:
@@ -370,9 +359,7 @@ class FacesContract(ContractBase):
             assert (stats.pending, stats.processing) == (0, 1)
 
     @pytest.mark.clause("A-7", "T-2")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_async_face_given_a_sync_transaction_is_refused_naming_what_to_pass(
         self, store_factory: StoreFactory
     ) -> None:

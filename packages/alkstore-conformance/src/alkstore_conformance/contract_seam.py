@@ -34,7 +34,7 @@ from alkstore.engine import (
     WakeBoard,
 )
 
-from ._base import ContractBase, eventually, unique
+from ._base import ContractBase, eventually, mark_each_test, unique
 from ._factory import StoreFactory
 
 __all__ = ["SeamContract"]
@@ -96,6 +96,7 @@ class _Sink:
             self.got.append((channel, payload))
 
 
+@mark_each_test(SEAM)
 class SeamContract(ContractBase):
     """Every :class:`~alkstore.engine.seam.Executor` operation, directly."""
 
@@ -120,7 +121,6 @@ class SeamContract(ContractBase):
     # ------------------------------------------------------------ the store
 
     @pytest.mark.clause("C-7")
-    @SEAM
     def test_seam_store_properties(
         self, ex: Executor, store: Store, store_factory: StoreFactory
     ) -> None:
@@ -140,7 +140,6 @@ class SeamContract(ContractBase):
         ex.start_wakes()  # idempotent
 
     @pytest.mark.clause("T-1")
-    @SEAM
     @QUEUES
     def test_seam_transaction_commits_or_rolls_back_what_joins_it(self, ex: Executor) -> None:
         q = unique()
@@ -161,7 +160,6 @@ class SeamContract(ContractBase):
     # --------------------------------------------------------------- queues
 
     @pytest.mark.clause("Q-1", "Q-23", "Q-24")
-    @SEAM
     @QUEUES
     def test_seam_insert_jobs(self, ex: Executor) -> None:
         q = unique()
@@ -176,7 +174,6 @@ class SeamContract(ContractBase):
         assert ex.queue_stats(q)[0].pending == 3, "a refused insert writes nothing"
 
     @pytest.mark.clause("Q-2", "Q-4")
-    @SEAM
     @QUEUES
     def test_seam_claim(self, ex: Executor) -> None:
         q = unique()
@@ -197,7 +194,6 @@ class SeamContract(ContractBase):
         assert info is not None and (info.state, info.worker_id) == ("processing", "w1")
 
     @pytest.mark.clause("Q-2", "Q-19")
-    @SEAM
     @QUEUES
     def test_seam_next_ready(self, ex: Executor) -> None:
         q = unique()
@@ -210,7 +206,6 @@ class SeamContract(ContractBase):
         assert now is not None and now <= 0.5
 
     @pytest.mark.clause("Q-7", "Q-9")
-    @SEAM
     @QUEUES
     def test_seam_ack(self, ex: Executor) -> None:
         q = unique()
@@ -223,7 +218,6 @@ class SeamContract(ContractBase):
         assert ex.ack(None, [fence(a)]) == [False], "an ack lands once"
 
     @pytest.mark.clause("Q-10")
-    @SEAM
     @QUEUES
     def test_seam_retry(self, ex: Executor) -> None:
         q = unique()
@@ -240,7 +234,6 @@ class SeamContract(ContractBase):
         assert not ex.retry(None, fence(again), 0.0, "again"), "a settled claim is refused"
 
     @pytest.mark.clause("Q-11")
-    @SEAM
     @QUEUES
     def test_seam_fail(self, ex: Executor) -> None:
         q, row = self._one_claimed(ex)
@@ -251,7 +244,6 @@ class SeamContract(ContractBase):
         assert not ex.fail(None, fence(row), "twice")
 
     @pytest.mark.clause("Q-26")
-    @SEAM
     @QUEUES
     def test_seam_release(self, ex: Executor) -> None:
         q, row = self._one_claimed(ex)
@@ -263,7 +255,6 @@ class SeamContract(ContractBase):
         assert not ex.release(fence(row)), "the old claim is gone"
 
     @pytest.mark.clause("Q-8")
-    @SEAM
     @QUEUES
     def test_seam_heartbeat(self, ex: Executor) -> None:
         _, row = self._one_claimed(ex)
@@ -275,7 +266,6 @@ class SeamContract(ContractBase):
         assert ex.heartbeat(fence(row), 10.0) is None
 
     @pytest.mark.clause("Q-13")
-    @SEAM
     @QUEUES
     def test_seam_cancel(self, ex: Executor) -> None:
         q = unique()
@@ -288,7 +278,6 @@ class SeamContract(ContractBase):
         assert ex.queue_stats(q)[0] == QueueStats(q, 0, 0, 0, 0)
 
     @pytest.mark.clause("Q-14")
-    @SEAM
     @QUEUES
     def test_seam_get_job(self, ex: Executor) -> None:
         q = unique()
@@ -311,7 +300,6 @@ class SeamContract(ContractBase):
         assert ex.get_job(unique(), ins.id) is None
 
     @pytest.mark.clause("Q-14")
-    @SEAM
     @QUEUES
     def test_seam_list_jobs(self, ex: Executor) -> None:
         q = unique()
@@ -324,7 +312,6 @@ class SeamContract(ContractBase):
         assert ex.list_jobs(q, JobState.DEAD, 100, 0) == []
 
     @pytest.mark.clause("Q-14")
-    @SEAM
     @QUEUES
     def test_seam_queue_stats(self, ex: Executor) -> None:
         q, empty = unique(), unique()
@@ -342,7 +329,6 @@ class SeamContract(ContractBase):
         assert empty not in {s.queue for s in ex.queue_stats(None)}
 
     @pytest.mark.clause("Q-15", "Q-16")
-    @SEAM
     @QUEUES
     def test_seam_sweep(self, ex: Executor) -> None:
         q = unique()
@@ -356,7 +342,6 @@ class SeamContract(ContractBase):
         assert ex.sweep(q) == SweepResult(), "a second sweep finds nothing"
 
     @pytest.mark.clause("Q-21")
-    @SEAM
     @QUEUES
     def test_seam_redrive(self, ex: Executor) -> None:
         q = unique()
@@ -375,7 +360,6 @@ class SeamContract(ContractBase):
         assert ex.queue_stats(q)[0].dead == 0
 
     @pytest.mark.clause("Q-22")
-    @SEAM
     @QUEUES
     def test_seam_purge_dead(self, ex: Executor) -> None:
         q = unique()
@@ -391,7 +375,6 @@ class SeamContract(ContractBase):
     # -------------------------------------------------------------- streams
 
     @pytest.mark.clause("S-1", "S-2")
-    @SEAM
     @STREAMS
     def test_seam_publish_and_read_events(self, ex: Executor) -> None:
         s = unique("s")
@@ -409,7 +392,6 @@ class SeamContract(ContractBase):
         assert ex.has_event_after(s, first) and not ex.has_event_after(s, second)
 
     @pytest.mark.clause("S-3")
-    @SEAM
     @STREAMS
     def test_seam_offsets(self, ex: Executor) -> None:
         s = unique("s")
@@ -420,7 +402,6 @@ class SeamContract(ContractBase):
         assert ex.get_offset(s, "other") == 0
 
     @pytest.mark.clause("S-1", "O-4")
-    @SEAM
     @STREAMS
     def test_seam_trim_and_stream_stats(self, ex: Executor) -> None:
         s = unique("s")
@@ -435,7 +416,6 @@ class SeamContract(ContractBase):
     # ---------------------------------------------------------------- locks
 
     @pytest.mark.clause("L-1", "L-3", "L-4")
-    @SEAM
     @LOCKS
     def test_seam_locks(self, ex: Executor) -> None:
         name = unique("lock")
@@ -455,7 +435,6 @@ class SeamContract(ContractBase):
         assert again is not None and again[0] > token, "tokens only grow"
 
     @pytest.mark.clause("R-1")
-    @SEAM
     @RATES
     def test_seam_acquire_rate(self, ex: Executor) -> None:
         rate = RateSpec(unique("rate"), 30.0, 2)
@@ -467,7 +446,6 @@ class SeamContract(ContractBase):
     # -------------------------------------------------------- notifications
 
     @pytest.mark.clause("N-1", "N-2")
-    @SEAM
     @NOTES
     def test_seam_notify_subscribe_unsubscribe(self, ex: Executor) -> None:
         channel = unique("ch")
@@ -495,14 +473,12 @@ class SeamContract(ContractBase):
     # ------------------------------------------------------------ schedules
 
     @pytest.mark.clause("C-4")
-    @SEAM
     def test_seam_clock(self, ex: Executor) -> None:
         first = ex.clock()
         assert near_now(first)
         assert ex.clock() >= first
 
     @pytest.mark.clause("SC-2", "SC-4")
-    @SEAM
     @SCHEDULES
     def test_seam_schedules_upsert_list_delete(self, ex: Executor) -> None:
         name = unique("sched")
@@ -523,7 +499,6 @@ class SeamContract(ContractBase):
         assert name not in {s.name for s in ex.list_schedules()}
 
     @pytest.mark.clause("SC-3")
-    @SEAM
     @SCHEDULES
     def test_seam_due_and_fire_schedule(self, ex: Executor) -> None:
         name, q = unique("sched"), unique()
