@@ -27,6 +27,7 @@ from ._queue_helpers import (
     counts,
     woken_by,
 )
+from .contract_transaction import roll_back
 
 __all__ = ["QueueWaitContract"]
 
@@ -142,22 +143,15 @@ class QueueWaitContract(ContractBase):
         """A claim blocked for 1.5 s while another store enqueues and rolls back returns None after
         the full wait."""
         q = store.queue(unique())
-
-        class Rollback(Exception):
-            pass
-
         with store_factory.open() as writer:
             wq = writer.queue(q.name)
             bg = blocked(lambda: q.claim("w", wait_s=1.5))
 
-            def enqueue_and_roll_back() -> None:
-                with writer.transaction() as tx:
-                    wq.enqueue("never", tx=tx)
-                    wq.enqueue_many(["never", "never"], tx=tx)
-                    raise Rollback
+            def enqueue_ghosts(tx: object) -> None:
+                wq.enqueue("never", tx=tx)
+                wq.enqueue_many(["never", "never"], tx=tx)
 
-            with pytest.raises(Rollback):
-                enqueue_and_roll_back()
+            roll_back(writer, enqueue_ghosts)
             assert bg.result() is None
             assert bg.returned_at - bg.started_at >= 1.4
         assert counts(q) == (0, 0, 0, 0)

@@ -43,12 +43,9 @@ from ._queue_helpers import (
     spoil_claims,
     woken_by,
 )
+from .contract_transaction import roll_back
 
 __all__ = ["SettleContract"]
-
-
-class _Rollback(Exception):
-    """Raised inside a transaction to roll it back."""
 
 
 @contextmanager
@@ -172,13 +169,10 @@ class SettleContract(ContractBase):
         b.enqueue("b")
         ja, jb = claim_one(a), claim_one(b)
 
-        def rolled_back() -> None:
-            with store.transaction() as tx:
-                assert store.ack_each([ja, jb], tx=tx) == [True, True]
-                raise _Rollback
+        def ack_both(tx: object) -> None:
+            assert store.ack_each([ja, jb], tx=tx) == [True, True]
 
-        with pytest.raises(_Rollback):
-            rolled_back()
+        roll_back(store, ack_both)
         # Rolled back: both claims are still held and still valid.
         assert info_of(a, ja.id).state is JobState.PROCESSING
         assert info_of(b, jb.id).state is JobState.PROCESSING
