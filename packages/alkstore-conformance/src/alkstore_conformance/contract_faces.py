@@ -17,7 +17,7 @@ import asyncio
 import inspect
 import re
 import uuid
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -98,6 +98,14 @@ async def _awaited(value: Any) -> Any:
     fetch of the async face is a coroutine, on every engine)."""
     assert inspect.isawaitable(value), f"{value!r} is not awaitable: the fetch ran un-awaited"
     return await value
+
+
+def assert_refused_naming(call: Callable[[], object], name: str) -> None:
+    """*call* raises ``InvalidArgument`` whose message names the class *name*
+    (A-7)."""
+    with pytest.raises(InvalidArgument) as info:
+        call()
+    assert names_class(info.value, name), str(info.value)
 
 
 class Runner:
@@ -255,9 +263,7 @@ class FacesContract(ContractBase):
     ) -> None:
         with both_faces(store_factory) as (_, _runner, astore):
             stranger: Any = astore
-            with pytest.raises(InvalidArgument) as info:
-                Worker(stranger, unique(), _noop)
-            assert names_class(info.value, AsyncWorker.__name__), str(info.value)
+            assert_refused_naming(lambda: Worker(stranger, unique(), _noop), AsyncWorker.__name__)
 
     @pytest.mark.clause("A-7", "A-5")
     @QUEUES_AND_ASYNC
@@ -268,9 +274,7 @@ class FacesContract(ContractBase):
             AsyncWorker(stranger, unique(), _noop)
 
         with both_faces(store_factory) as (store, runner, _):
-            with pytest.raises(InvalidArgument) as info:
-                runner.run(construct(store))
-            assert names_class(info.value, Worker.__name__), str(info.value)
+            assert_refused_naming(lambda: runner.run(construct(store)), Worker.__name__)
 
     @pytest.mark.clause("A-7", "Q-9")
     @QUEUES_AND_ASYNC
@@ -283,12 +287,8 @@ class FacesContract(ContractBase):
         with claims_on_both_faces(store_factory) as (store, runner, _, q, aq, sync_job, async_job):
             to_use = type(sync_job).__name__
             stranger: Any = async_job  # what a type checker would refuse
-            with pytest.raises(InvalidArgument) as info:
-                q.ack_batch([stranger])
-            assert names_class(info.value, to_use), str(info.value)
-            with pytest.raises(InvalidArgument) as info:
-                store.ack_each([stranger])
-            assert names_class(info.value, to_use), str(info.value)
+            assert_refused_naming(lambda: q.ack_batch([stranger]), to_use)
+            assert_refused_naming(lambda: store.ack_each([stranger]), to_use)
             with pytest.raises(InvalidArgument):
                 q.ack_batch([sync_job, stranger])  # one wrong job spoils the batch
             state = q.get_job(async_job.id)
@@ -306,12 +306,8 @@ class FacesContract(ContractBase):
         with claims_on_both_faces(store_factory) as (_, runner, astore, q, aq, sync_job, async_job):
             to_use = type(async_job).__name__
             stranger: Any = sync_job
-            with pytest.raises(InvalidArgument) as info:
-                runner.run(aq.ack_batch([stranger]))
-            assert names_class(info.value, to_use), str(info.value)
-            with pytest.raises(InvalidArgument) as info:
-                runner.run(astore.ack_each([stranger]))
-            assert names_class(info.value, to_use), str(info.value)
+            assert_refused_naming(lambda: runner.run(aq.ack_batch([stranger])), to_use)
+            assert_refused_naming(lambda: runner.run(astore.ack_each([stranger])), to_use)
             state = q.get_job(sync_job.id)
             assert state is not None and state.state is JobState.PROCESSING
             assert runner.run(aq.ack_batch([async_job])) == 1
