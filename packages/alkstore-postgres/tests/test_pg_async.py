@@ -16,6 +16,7 @@ import pytest
 
 import alkstore
 from alkstore import InvalidArgument, JobState, QueueFull, QueueOpts, TransientError
+from alkstore_conformance.contract_async import cancel_inside_a_transaction
 from alkstore_postgres import AsyncPostgresStore, AsyncPostgresTx, PostgresStore
 from alkstore_postgres._executor_async import AsyncPgExecutor
 
@@ -76,19 +77,7 @@ def test_transactions_commit_roll_back_and_roll_back_when_cancelled(
             async with store.transaction() as tx:
                 await q.enqueue("gone", tx=tx)
                 raise RuntimeError
-        started = asyncio.Event()
-
-        async def cancelled() -> None:
-            async with store.transaction() as tx:
-                await q.enqueue("cancelled", tx=tx)
-                started.set()
-                await asyncio.sleep(30)
-
-        task = asyncio.ensure_future(cancelled())
-        await started.wait()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_inside_a_transaction(store, q, "cancelled")
         jobs = await q.list_jobs(JobState.PENDING)
         assert [j.id for j in jobs] == [kept]
         # The connections went back to the pool: a new transaction works.

@@ -28,6 +28,8 @@ from alkstore import (
     StoreClosed,
     TransientError,
 )
+from alkstore_conformance._base import run_threads
+from alkstore_conformance._queue_helpers import Background
 from alkstore_postgres import PostgresStore, PostgresTx, open_store
 from alkstore_postgres._errors import translate_errors
 from alkstore_postgres._executor import PgExecutor
@@ -155,23 +157,10 @@ def test_a_newer_schema_is_refused_without_writing(pg_url: str, schema: str) -> 
 
 
 def test_concurrent_opens_of_a_fresh_schema_all_succeed(pg_url: str, schema: str) -> None:
-    errors: list[BaseException] = []
-    go = threading.Event()
-
     def opener() -> None:
-        go.wait()
-        try:
-            PostgresStore(pg_url, schema=schema).close()
-        except BaseException as exc:
-            errors.append(exc)
+        PostgresStore(pg_url, schema=schema).close()
 
-    threads = [threading.Thread(target=opener) for _ in range(6)]
-    for t in threads:
-        t.start()
-    go.set()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    run_threads([opener] * 6)
 
 
 # ---------------------------------------------------------------------- URLs
@@ -756,18 +745,9 @@ def test_a_write_whose_connection_dies_after_sending_is_not_retried(
     store = open_store(application_name=app)
     q = store.queue("q")
     job_id = q.enqueue(1)
-    errors: list[BaseException] = []
-
-    def cancel() -> None:
-        try:
-            q.cancel(job_id)
-        except BaseException as exc:
-            errors.append(exc)
-
     with psycopg.connect(pg_url) as holder:
         _lock_row(holder, store, job_id)
-        worker = threading.Thread(target=cancel)
-        worker.start()
+        cancelling = Background(lambda: q.cancel(job_id))
 
         def waiting() -> list[int]:
             return _lock_waiters(admin, app)
@@ -775,9 +755,9 @@ def test_a_write_whose_connection_dies_after_sending_is_not_retried(
         _eventually(waiting)
         for pid in waiting():
             _terminate(admin, pid)
-        worker.join(10)
+        with pytest.raises(TransientError):
+            cancelling.result(10)
         holder.rollback()
-    assert len(errors) == 1 and isinstance(errors[0], TransientError)
     assert q.get_job(job_id) is not None
 
 

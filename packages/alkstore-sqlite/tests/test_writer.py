@@ -21,6 +21,7 @@ import pytest
 
 import alkstore
 from alkstore import InvalidArgument, QueueOpts, TransientError
+from alkstore_conformance._base import run_threads
 from alkstore_sqlite import SQLiteStore, _conn
 
 #: The busy timeout of these tests: every "at once" is far below it.
@@ -85,30 +86,6 @@ def stores(db_path: str) -> Iterator[Callable[..., SQLiteStore]]:
     yield open_store
     for store in opened:
         store.close()
-
-
-def run_threads(targets: list[Callable[[], None]], timeout_s: float = 60) -> None:
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(targets))
-
-    def wrap(target: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                barrier.wait(10)
-                target()
-            except BaseException as exc:
-                errors.append(exc)
-
-        return run
-
-    threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s)
-    assert not any(t.is_alive() for t in threads), "a writer thread hung"
-    if errors:
-        raise errors[0]
 
 
 def committed(db_path: str) -> Callable[[int], bool]:

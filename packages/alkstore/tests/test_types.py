@@ -45,30 +45,6 @@ def test_queue_opts_keep_durations_as_floats() -> None:
     assert isinstance(opts.dead_letter_retention_s, float)
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"visibility_timeout_s": 0},
-        {"visibility_timeout_s": -1},
-        {"visibility_timeout_s": math.nan},
-        {"visibility_timeout_s": math.inf},
-        {"visibility_timeout_s": "30"},
-        {"visibility_timeout_s": True},
-        {"visibility_timeout_s": 1e12},
-        {"max_attempts": 0},
-        {"max_attempts": 1.5},
-        {"max_attempts": True},
-        {"max_attempts": 2**31},
-        {"backoff_base_s": -0.5},
-        {"dead_letter_retention_s": -1},
-    ],
-    ids=repr,
-)
-def test_queue_opts_refuse_bad_values(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(InvalidArgument):
-        QueueOpts(**kwargs)
-
-
 # ---------------------------------------------------------------- EnqueueOpts
 
 
@@ -78,26 +54,48 @@ def test_enqueue_opts_accept_good_values() -> None:
     assert EnqueueOpts(run_at=NOW).run_at == NOW
 
 
+# ---------------------------------------------------------- bad option values
+
+
+def _type_name_or_repr(value: object) -> str:
+    return value.__name__ if isinstance(value, type) else repr(value)
+
+
 @pytest.mark.parametrize(
-    "kwargs",
+    ("opts_type", "kwargs"),
     [
-        {"delay_s": 1, "run_at": NOW},
-        {"run_at": datetime(2026, 1, 1)},  # naive
-        {"run_at": "2026-01-01T00:00:00Z"},
-        {"priority": 2**31},
-        {"priority": -(2**31) - 1},
-        {"priority": 1.0},
-        {"priority": None},
-        {"delay_s": -1},
-        {"max_attempts": 0},
-        {"expires_s": 0},
-        {"expires_s": -1},
+        (QueueOpts, {"visibility_timeout_s": 0}),
+        (QueueOpts, {"visibility_timeout_s": -1}),
+        (QueueOpts, {"visibility_timeout_s": math.nan}),
+        (QueueOpts, {"visibility_timeout_s": math.inf}),
+        (QueueOpts, {"visibility_timeout_s": "30"}),
+        (QueueOpts, {"visibility_timeout_s": True}),
+        (QueueOpts, {"visibility_timeout_s": 1e12}),
+        (QueueOpts, {"max_attempts": 0}),
+        (QueueOpts, {"max_attempts": 1.5}),
+        (QueueOpts, {"max_attempts": True}),
+        (QueueOpts, {"max_attempts": 2**31}),
+        (QueueOpts, {"backoff_base_s": -0.5}),
+        (QueueOpts, {"dead_letter_retention_s": -1}),
+        (EnqueueOpts, {"delay_s": 1, "run_at": NOW}),
+        (EnqueueOpts, {"run_at": datetime(2026, 1, 1)}),  # naive
+        (EnqueueOpts, {"run_at": "2026-01-01T00:00:00Z"}),
+        (EnqueueOpts, {"priority": 2**31}),
+        (EnqueueOpts, {"priority": -(2**31) - 1}),
+        (EnqueueOpts, {"priority": 1.0}),
+        (EnqueueOpts, {"priority": None}),
+        (EnqueueOpts, {"delay_s": -1}),
+        (EnqueueOpts, {"max_attempts": 0}),
+        (EnqueueOpts, {"expires_s": 0}),
+        (EnqueueOpts, {"expires_s": -1}),
     ],
-    ids=repr,
+    ids=_type_name_or_repr,
 )
-def test_enqueue_opts_refuse_bad_values(kwargs: dict[str, Any]) -> None:
+def test_opts_refuse_bad_values(
+    opts_type: type[QueueOpts] | type[EnqueueOpts], kwargs: dict[str, Any]
+) -> None:
     with pytest.raises(InvalidArgument):
-        EnqueueOpts(**kwargs)
+        opts_type(**kwargs)
 
 
 # --------------------------------------------------------------- other types

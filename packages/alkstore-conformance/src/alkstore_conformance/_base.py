@@ -25,6 +25,7 @@ __all__ = [
     "ContractBase",
     "StoppableCall",
     "eventually",
+    "mark_each_test",
     "own_table",
     "race",
     "reap",
@@ -244,22 +245,29 @@ class StoppableCall:
             self._thread.join(STOP_WITHIN_S + 3)
 
 
-def requires(*capabilities: Capability) -> Callable[[C], C]:
-    """Class decorator: mark every test *defined in* the class as needing
-    *capabilities*.
+def mark_each_test(*marks: pytest.MarkDecorator) -> Callable[[C], C]:
+    """Class decorator: put *marks* on every test *defined in* the class.
 
     A class-level ``pytest.mark`` would not do: pytest gives a class's marks
     to every subclass, and ``StoreContract`` inherits every area, so one
-    area's requirement would skip the whole suite on an engine without it.
+    area's mark (a requirement, ``sync_only``) would reach the whole suite.
     """
 
     def decorate(cls: C) -> C:
         for name, member in list(vars(cls).items()):
             if name.startswith("test_") and callable(member):
-                setattr(cls, name, pytest.mark.requires(*capabilities)(member))
+                for mark in marks:
+                    member = mark(member)
+                setattr(cls, name, member)
         return cls
 
     return decorate
+
+
+def requires(*capabilities: Capability) -> Callable[[C], C]:
+    """Class decorator: mark every test *defined in* the class as needing
+    *capabilities* (:func:`mark_each_test`)."""
+    return mark_each_test(pytest.mark.requires(*capabilities))
 
 
 _CAPABILITIES: dict[str, frozenset[Capability]] = {}

@@ -16,22 +16,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, cast
 
-from alkstore import (
-    Enqueued,
-    EnqueueOpts,
-    Job,
-    JobInfo,
-    JobState,
-    Queue,
-    QueueOpts,
-    QueueStats,
-    RateLimit,
-    Store,
-    SweepResult,
-)
+from alkstore import Job, Queue, QueueOpts, RateLimit, Store, protocols
 
 __all__ = [
     "AnyCall",
@@ -44,6 +31,15 @@ __all__ = [
     "SettleQueue",
     "SettleStore",
 ]
+
+
+def _members(protocol: type) -> frozenset[str]:
+    """The public members of a contract protocol: what a double passes on."""
+    return frozenset(name for name in vars(protocol) if not name.startswith("_"))
+
+
+_JOB_MEMBERS = _members(protocols.Job)
+_QUEUE_MEMBERS = _members(protocols.Queue)
 
 
 @dataclass
@@ -87,33 +83,12 @@ class RecordingJob:
         with self._lock:
             return [op for op in self.ops if op.name == "heartbeat"]
 
-    @property
-    def id(self) -> int:
-        return self.inner.id
-
-    @property
-    def queue(self) -> str:
-        return self.inner.queue
-
-    @property
-    def payload(self) -> Any:
-        return self.inner.payload
-
-    @property
-    def attempts(self) -> int:
-        return self.inner.attempts
-
-    @property
-    def max_attempts(self) -> int:
-        return self.inner.max_attempts
-
-    @property
-    def priority(self) -> int:
-        return self.inner.priority
-
-    @property
-    def deadline(self) -> datetime:
-        return self.inner.deadline
+    def __getattr__(self, name: str) -> Any:
+        # The contract's members only: the engine's others (its
+        # visibility_timeout_s, __alkstore_job__) stay hidden.
+        if name in _JOB_MEMBERS:
+            return getattr(self.inner, name)
+        raise AttributeError(name)
 
     def ack(self, tx: object | None = None) -> bool:
         return self._record("ack", lambda: self.inner.ack(tx))
@@ -134,9 +109,6 @@ class RecordingJob:
 
     def release(self) -> bool:
         return self._record("release", self.inner.release)
-
-    def should_stop(self) -> bool:
-        return self.inner.should_stop()
 
 
 @dataclass
@@ -179,41 +151,10 @@ class CountingQueue:
         with self._lock:
             return len(self.calls)
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def opts(self) -> QueueOpts:
-        return self.inner.opts
-
-    def enqueue(
-        self,
-        payload: Any,
-        opts: EnqueueOpts | None = None,
-        tx: object | None = None,
-        *,
-        wait_s: float = 0,
-    ) -> int:
-        return self.inner.enqueue(payload, opts, tx, wait_s=wait_s)
-
-    def enqueue_many(
-        self, payloads: Sequence[Any], opts: EnqueueOpts | None = None, tx: object | None = None
-    ) -> list[int]:
-        return self.inner.enqueue_many(payloads, opts, tx)
-
-    def enqueue_unique(
-        self, key: str, payload: Any, opts: EnqueueOpts | None = None, tx: object | None = None
-    ) -> Enqueued:
-        return self.inner.enqueue_unique(key, payload, opts, tx)
-
-    def enqueue_many_unique(
-        self,
-        items: Sequence[tuple[str, Any]],
-        opts: EnqueueOpts | None = None,
-        tx: object | None = None,
-    ) -> list[Enqueued]:
-        return self.inner.enqueue_many_unique(items, opts, tx)
+    def __getattr__(self, name: str) -> Any:
+        if name in _QUEUE_MEMBERS:  # the contract's members, passed on as they are
+            return getattr(self.inner, name)
+        raise AttributeError(name)
 
     def claim(
         self, worker_id: str, wait_s: float = 0, rate_limit: RateLimit | None = None
@@ -236,32 +177,6 @@ class CountingQueue:
 
     def ack_batch(self, jobs: Sequence[Job]) -> int:
         return self.inner.ack_batch([j.inner if isinstance(j, RecordingJob) else j for j in jobs])
-
-    def cancel(self, job_id: int, tx: object | None = None) -> bool:
-        return self.inner.cancel(job_id, tx)
-
-    def get_job(self, job_id: int) -> JobInfo | None:
-        return self.inner.get_job(job_id)
-
-    def sweep_expired(self) -> SweepResult:
-        return self.inner.sweep_expired()
-
-    def stats(self) -> QueueStats:
-        return self.inner.stats()
-
-    def list_jobs(self, state: JobState, limit: int = 100, after_id: int = 0) -> list[JobInfo]:
-        return self.inner.list_jobs(state, limit, after_id)
-
-    def redrive(self, job_ids: Sequence[int] | None = None, tx: object | None = None) -> int:
-        return self.inner.redrive(job_ids, tx)
-
-    def purge_dead(
-        self,
-        job_ids: Sequence[int] | None = None,
-        older_than_s: float | None = None,
-        tx: object | None = None,
-    ) -> int:
-        return self.inner.purge_dead(job_ids, older_than_s, tx)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Literal, NoReturn, Protocol
+from typing import Any, Literal, Protocol
 
 import pytest
 
@@ -173,8 +173,16 @@ class _Hooks:
     def _own(self, name: str) -> Any:
         return getattr(self._registered, name, None)
 
-    def _skip(self, name: str) -> NoReturn:
-        pytest.skip(StoreFactory(f"{self.scheme}://").skip_reason(name))
+    def _probe(
+        self, name: str, url: str, opts: Mapping[str, Any]
+    ) -> AbstractContextManager[Callable[[], object]]:
+        """The engine's probe *name* on that database; the calling test is
+        skipped, with the reason, when the engine registered none."""
+        own = self._own(name)
+        if own is None:
+            pytest.skip(StoreFactory(f"{self.scheme}://").skip_reason(name))
+        cm: AbstractContextManager[Callable[[], object]] = own(url, opts)
+        return cm
 
     def isolated(
         self, url: str, opts: Mapping[str, Any], key: str
@@ -188,20 +196,12 @@ class _Hooks:
     def transient_failure(
         self, url: str, opts: Mapping[str, Any]
     ) -> AbstractContextManager[Callable[[], object]]:
-        own = self._own("transient_failure")
-        if own is None:
-            self._skip("transient_failure")
-        cm: AbstractContextManager[Callable[[], object]] = own(url, opts)
-        return cm
+        return self._probe("transient_failure", url, opts)
 
     def future_schema(
         self, url: str, opts: Mapping[str, Any]
     ) -> AbstractContextManager[Callable[[], object]]:
-        own = self._own("future_schema")
-        if own is None:
-            self._skip("future_schema")
-        cm: AbstractContextManager[Callable[[], object]] = own(url, opts)
-        return cm
+        return self._probe("future_schema", url, opts)
 
 
 @contextmanager

@@ -55,10 +55,12 @@ __all__ = [
     "run_threads",
     "seconds",
     "spoil_claims",
+    "woken_by",
 ]
 
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: A visibility timeout no test outlives: a claim made with it stays valid.
 LONG_S = 300.0
@@ -183,6 +185,18 @@ def blocked(call: Callable[[], T]) -> Background[T]:
     time.sleep(SETTLE_S)
     assert not bg.done, "the blocking call returned before anything happened"
     return bg
+
+
+def woken_by(call: Callable[[], T], act: Callable[[], R]) -> tuple[T, R]:
+    """Start the blocking *call* (:func:`blocked`), then run *act*, the write
+    that must end its wait: the call must return within :data:`WAKE_BOUND_S`
+    of *act*'s return (Q-19). Returns what the call and *act* returned."""
+    bg = blocked(call)
+    acted = act()
+    acted_at = time.monotonic()
+    got = bg.result()
+    assert bg.returned_at - acted_at < WAKE_BOUND_S
+    return got, acted
 
 
 def fill_for_order(q: Queue) -> list[str]:

@@ -26,6 +26,7 @@ import pytest
 
 import alkstore
 from alkstore import (
+    AsyncQueue,
     AsyncStore,
     AsyncWorker,
     Capability,
@@ -39,11 +40,11 @@ from alkstore import (
     protocols,
 )
 
-from ._base import ContractBase, requires, unique
+from ._base import ContractBase, mark_each_test, unique
 from ._factory import StoreFactory
 from ._queue_helpers import LONG_S
 
-__all__ = ["AsyncContract"]
+__all__ = ["AsyncContract", "cancel_inside_a_transaction"]
 
 T = TypeVar("T")
 
@@ -84,6 +85,19 @@ ASYNC_NAME = {"__enter__": "__aenter__", "__exit__": "__aexit__", "__iter__": "_
 NO_IO = frozenset(
     {"queue", "outbox", "stream", "rate_limit", "listen", "transaction", "should_stop", "__aiter__"}
 )
+
+
+def _handles(store: Store | AsyncStore, queue: object, job: object, name: str) -> dict[str, Any]:
+    """*store*, its *queue* and claimed *job*, and the handles it gives out at
+    once for *name*, by their keys in :data:`OBJECT_PROTOCOLS`."""
+    return {
+        "store": store,
+        "queue": queue,
+        "job": job,
+        "outbox": store.outbox(name),
+        "stream": store.stream(name),
+        "rate_limit": store.rate_limit(name, 10, 1),
+    }
 
 
 def _surface(cls: type) -> dict[str, Any]:
@@ -161,6 +175,26 @@ def _compare(
     return problems
 
 
+async def cancel_inside_a_transaction(store: AsyncStore, q: AsyncQueue, payload: Any) -> None:
+    """Run a task that enqueues *payload* on *q* in a transaction of *store*
+    and then waits inside it; cancel the task there and check that it ends
+    cancelled. What the transaction leaves behind is the caller's to check
+    (A-4: nothing)."""
+    inside = asyncio.Event()
+
+    async def work() -> None:
+        async with store.transaction() as tx:
+            await q.enqueue(payload, tx=tx)
+            inside.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(work())
+    await asyncio.wait_for(inside.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 def run_async(factory: StoreFactory, body: Callable[[AsyncStore], Awaitable[T]]) -> T:
     """``body(store)`` on a fresh event loop with an async store on the
     test's database, closed afterwards."""
@@ -236,14 +270,13 @@ def assert_loop_kept_ticking(measure: Callable[[], tuple[float, float]], runs: i
     pytest.fail(f"the event loop stalled in every run: longest pauses {shown} ms")
 
 
-@requires(Capability.QUEUES, Capability.ASYNC)
+@mark_each_test(pytest.mark.requires(Capability.QUEUES, Capability.ASYNC), ASYNC_ONLY)
 class AsyncContract(ContractBase):
     """The asyncio face (A-1..A-5), driven directly."""
 
     # ----------------------------------------------------------------- A-1
 
     @pytest.mark.clause("A-1")
-    @ASYNC_ONLY
     def test_async_protocols_offer_every_sync_operation_with_the_same_parameters(self) -> None:
         problems = [p for sync, aio in PROTOCOL_PAIRS for p in _compare(sync, aio, to_async=True)]
         assert problems == [], "\n".join(problems)
@@ -256,7 +289,6 @@ class AsyncContract(ContractBase):
         Capability.NOTIFICATIONS,
         Capability.RATE_LIMITS,
     )
-    @ASYNC_ONLY
     def test_async_store_objects_offer_every_sync_operation_with_the_same_parameters(
         self, store: Store, store_factory: StoreFactory
     ) -> None:
@@ -267,14 +299,7 @@ class AsyncContract(ContractBase):
         q.enqueue_many(["for sync", "for async"])
         sync_job = q.claim("w")
         assert sync_job is not None
-        sync_objects: dict[str, Any] = {
-            "store": store,
-            "queue": q,
-            "job": sync_job,
-            "outbox": store.outbox(name),
-            "stream": store.stream(name),
-            "rate_limit": store.rate_limit(name, 10, 1),
-        }
+        sync_objects = _handles(store, q, sync_job, name)
         sync_lock = store.lock(unique("lock"), 60)
         assert sync_lock is not None
         sync_objects["lock"] = sync_lock
@@ -286,14 +311,7 @@ class AsyncContract(ContractBase):
             aq = astore.queue(name)
             job = await aq.claim("w")
             assert job is not None
-            found: dict[str, Any] = {
-                "store": astore,
-                "queue": aq,
-                "job": job,
-                "outbox": astore.outbox(name),
-                "stream": astore.stream(name),
-                "rate_limit": astore.rate_limit(name, 10, 1),
-            }
+            found = _handles(astore, aq, job, name)
             lock = await astore.lock(unique("lock"), 60)
             assert lock is not None
             found["lock"] = lock
@@ -325,7 +343,6 @@ class AsyncContract(ContractBase):
 
     @pytest.mark.clause("A-2", "Q-19", "N-2")
     @pytest.mark.requires(Capability.NOTIFICATIONS)
-    @ASYNC_ONLY
     @pytest.mark.alone
     def test_loop_keeps_ticking_while_claims_listeners_and_commits_wait(
         self, store: Store, store_factory: StoreFactory
@@ -378,7 +395,6 @@ class AsyncContract(ContractBase):
         assert_loop_kept_ticking(one_run)
 
     @pytest.mark.clause("A-2", "C-3")
-    @ASYNC_ONLY
     @pytest.mark.alone
     def test_loop_keeps_ticking_while_a_large_payload_is_enqueued_and_claimed(
         self, store_factory: StoreFactory
@@ -408,7 +424,6 @@ class AsyncContract(ContractBase):
     # ----------------------------------------------------------------- A-3
 
     @pytest.mark.clause("A-3", "T-1", "T-2")
-    @ASYNC_ONLY
     def test_tx_takes_the_async_stores_transaction(self, store_factory: StoreFactory) -> None:
         class Rollback(Exception):
             pass
@@ -441,7 +456,6 @@ class AsyncContract(ContractBase):
         run_async(store_factory, body)
 
     @pytest.mark.clause("A-3", "T-2")
-    @ASYNC_ONLY
     def test_tx_takes_the_drivers_async_connection(self, store_factory: StoreFactory) -> None:
         """PostgreSQL: a ``psycopg.AsyncConnection``; SQLite: an
         ``aiosqlite.Connection`` (when that package is installed)."""
@@ -456,7 +470,6 @@ class AsyncContract(ContractBase):
     # ----------------------------------------------------------------- A-4
 
     @pytest.mark.clause("A-4", "Q-26", "Q-5")
-    @ASYNC_ONLY
     def test_claims_cancelled_at_random_moments_leave_no_job_claimed(
         self, store_factory: StoreFactory
     ) -> None:
@@ -518,25 +531,12 @@ class AsyncContract(ContractBase):
             assert (info.state, info.attempts) == (JobState.PENDING, 0), info
 
     @pytest.mark.clause("A-4", "T-1", "C-6")
-    @ASYNC_ONLY
     def test_task_cancelled_inside_a_transaction_rolls_it_back(
         self, store_factory: StoreFactory
     ) -> None:
         async def body(astore: AsyncStore) -> None:
             q = astore.queue(unique())
-            inside = asyncio.Event()
-
-            async def work() -> None:
-                async with astore.transaction() as tx:
-                    await q.enqueue("never", tx=tx)
-                    inside.set()
-                    await asyncio.sleep(30)
-
-            task = asyncio.ensure_future(work())
-            await asyncio.wait_for(inside.wait(), 10)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
+            await cancel_inside_a_transaction(astore, q, "never")
             assert (await q.stats()).pending == 0
             # The transaction ended: writing needs no wait for it.
             started = time.monotonic()
@@ -547,7 +547,6 @@ class AsyncContract(ContractBase):
         run_async(store_factory, body)
 
     @pytest.mark.clause("A-4", "T-1", "C-6")
-    @ASYNC_ONLY
     def test_transactions_cancelled_at_random_moments_land_whole_or_not_at_all(
         self, store_factory: StoreFactory
     ) -> None:
@@ -595,7 +594,6 @@ class AsyncContract(ContractBase):
     # ----------------------------------------------------------------- A-5
 
     @pytest.mark.clause("A-5", "W-1")
-    @ASYNC_ONLY
     def test_async_worker_follows_the_handler_outcomes(self, store_factory: StoreFactory) -> None:
         async def body(astore: AsyncStore) -> None:
             q = astore.queue(unique(), QueueOpts(max_attempts=2, backoff_base_s=100))
@@ -625,7 +623,6 @@ class AsyncContract(ContractBase):
         run_async(store_factory, body)
 
     @pytest.mark.clause("A-5", "W-8")
-    @ASYNC_ONLY
     def test_async_worker_concurrency_counts_tasks_on_the_callers_loop(
         self, store_factory: StoreFactory
     ) -> None:
@@ -652,7 +649,6 @@ class AsyncContract(ContractBase):
         run_async(store_factory, body)
 
     @pytest.mark.clause("A-5", "A-2")
-    @ASYNC_ONLY
     def test_async_worker_runs_plain_handlers_in_threads(self, store_factory: StoreFactory) -> None:
         handler_s = 0.5
 
@@ -689,7 +685,6 @@ class AsyncContract(ContractBase):
         assert longest < handler_s * 0.8, f"a handler blocked the loop for {longest * 1000:.0f} ms"
 
     @pytest.mark.clause("A-5", "W-11")
-    @ASYNC_ONLY
     def test_async_worker_timeout_cancels_the_handler_task(
         self, store_factory: StoreFactory
     ) -> None:
@@ -720,7 +715,6 @@ class AsyncContract(ContractBase):
         run_async(store_factory, body)
 
     @pytest.mark.clause("A-5", "W-3", "W-12")
-    @ASYNC_ONLY
     def test_async_worker_stops_gracefully(self, store_factory: StoreFactory) -> None:
         async def body(astore: AsyncStore) -> None:
             q = astore.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S))
@@ -752,7 +746,6 @@ class AsyncContract(ContractBase):
         run_async(store_factory, body)
 
     @pytest.mark.clause("A-5", "W-10")
-    @ASYNC_ONLY
     def test_async_worker_over_several_queues_serves_them_in_strict_order(
         self, store_factory: StoreFactory
     ) -> None:
@@ -776,7 +769,6 @@ class AsyncContract(ContractBase):
 
     @pytest.mark.clause("A-5", "W-8", "Q-20")
     @pytest.mark.requires(Capability.OUTBOX)
-    @ASYNC_ONLY
     def test_async_worker_and_outbox_refuse_a_handler_that_is_not_callable(
         self, store_factory: StoreFactory
     ) -> None:

@@ -17,7 +17,7 @@ import asyncio
 import inspect
 import re
 import uuid
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -39,7 +39,7 @@ from alkstore import (
     Worker,
 )
 
-from ._base import ContractBase, unique
+from ._base import ContractBase, mark_each_test, unique
 from ._factory import StoreFactory
 
 __all__ = ["FacesContract"]
@@ -47,7 +47,7 @@ __all__ = ["FacesContract"]
 T = TypeVar("T")
 
 BOTH_FACES = pytest.mark.sync_only("drives the sync and the async API itself")
-QUEUES = pytest.mark.requires(Capability.QUEUES)
+QUEUES_AND_ASYNC = pytest.mark.requires(Capability.QUEUES, Capability.ASYNC)
 ASYNC = pytest.mark.requires(Capability.ASYNC)
 
 #: A visibility timeout no test outlives.
@@ -98,6 +98,14 @@ async def _awaited(value: Any) -> Any:
     fetch of the async face is a coroutine, on every engine)."""
     assert inspect.isawaitable(value), f"{value!r} is not awaitable: the fetch ran un-awaited"
     return await value
+
+
+def assert_refused_naming(call: Callable[[], object], name: str) -> None:
+    """*call* raises ``InvalidArgument`` whose message names the class *name*
+    (A-7)."""
+    with pytest.raises(InvalidArgument) as info:
+        call()
+    assert names_class(info.value, name), str(info.value)
 
 
 class Runner:
@@ -156,13 +164,13 @@ def _noop(job: Any) -> None:
     pass
 
 
+@mark_each_test(BOTH_FACES)
 class FacesContract(ContractBase):
     """One cursor shape (A-6) and the wrong face named (A-7)."""
 
     # ----------------------------------------------------------------- A-6
 
     @pytest.mark.clause("A-6", "T-2")
-    @BOTH_FACES
     @ASYNC
     def test_async_execute_returns_a_cursor_whose_fetches_are_awaited(
         self, store_factory: StoreFactory
@@ -214,7 +222,6 @@ class FacesContract(ContractBase):
             runner.run(body(astore))
 
     @pytest.mark.clause("A-6", "T-2")
-    @BOTH_FACES
     def test_sync_execute_returns_a_dbapi_cursor(self, store_factory: StoreFactory) -> None:
         """The same SQL through the sync face: a DB-API cursor, ``for row in
         cursor`` included."""
@@ -250,22 +257,16 @@ class FacesContract(ContractBase):
     # ----------------------------------------------------------------- A-7
 
     @pytest.mark.clause("A-7", "A-5")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_worker_given_an_async_store_is_refused_naming_async_worker(
         self, store_factory: StoreFactory
     ) -> None:
         with both_faces(store_factory) as (_, _runner, astore):
             stranger: Any = astore
-            with pytest.raises(InvalidArgument) as info:
-                Worker(stranger, unique(), _noop)
-            assert names_class(info.value, AsyncWorker.__name__), str(info.value)
+            assert_refused_naming(lambda: Worker(stranger, unique(), _noop), AsyncWorker.__name__)
 
     @pytest.mark.clause("A-7", "A-5")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_async_worker_given_a_sync_store_is_refused_naming_worker(
         self, store_factory: StoreFactory
     ) -> None:
@@ -273,14 +274,10 @@ class FacesContract(ContractBase):
             AsyncWorker(stranger, unique(), _noop)
 
         with both_faces(store_factory) as (store, runner, _):
-            with pytest.raises(InvalidArgument) as info:
-                runner.run(construct(store))
-            assert names_class(info.value, Worker.__name__), str(info.value)
+            assert_refused_naming(lambda: runner.run(construct(store)), Worker.__name__)
 
     @pytest.mark.clause("A-7", "Q-9")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_sync_batch_ops_given_an_async_job_are_refused_naming_the_job_class(
         self, store_factory: StoreFactory
     ) -> None:
@@ -290,12 +287,8 @@ class FacesContract(ContractBase):
         with claims_on_both_faces(store_factory) as (store, runner, _, q, aq, sync_job, async_job):
             to_use = type(sync_job).__name__
             stranger: Any = async_job  # what a type checker would refuse
-            with pytest.raises(InvalidArgument) as info:
-                q.ack_batch([stranger])
-            assert names_class(info.value, to_use), str(info.value)
-            with pytest.raises(InvalidArgument) as info:
-                store.ack_each([stranger])
-            assert names_class(info.value, to_use), str(info.value)
+            assert_refused_naming(lambda: q.ack_batch([stranger]), to_use)
+            assert_refused_naming(lambda: store.ack_each([stranger]), to_use)
             with pytest.raises(InvalidArgument):
                 q.ack_batch([sync_job, stranger])  # one wrong job spoils the batch
             state = q.get_job(async_job.id)
@@ -306,30 +299,22 @@ class FacesContract(ContractBase):
             assert runner.run(aq.ack_batch([async_job])) == 1
 
     @pytest.mark.clause("A-7", "Q-9")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_async_batch_ops_given_a_sync_job_are_refused_naming_the_job_class(
         self, store_factory: StoreFactory
     ) -> None:
         with claims_on_both_faces(store_factory) as (_, runner, astore, q, aq, sync_job, async_job):
             to_use = type(async_job).__name__
             stranger: Any = sync_job
-            with pytest.raises(InvalidArgument) as info:
-                runner.run(aq.ack_batch([stranger]))
-            assert names_class(info.value, to_use), str(info.value)
-            with pytest.raises(InvalidArgument) as info:
-                runner.run(astore.ack_each([stranger]))
-            assert names_class(info.value, to_use), str(info.value)
+            assert_refused_naming(lambda: runner.run(aq.ack_batch([stranger])), to_use)
+            assert_refused_naming(lambda: runner.run(astore.ack_each([stranger])), to_use)
             state = q.get_job(sync_job.id)
             assert state is not None and state.state is JobState.PROCESSING
             assert runner.run(aq.ack_batch([async_job])) == 1
             assert q.ack_batch([sync_job]) == 1
 
     @pytest.mark.clause("A-7", "T-2")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_sync_face_given_an_async_transaction_is_refused_naming_what_to_pass(
         self, store_factory: StoreFactory
     ) -> None:
@@ -370,9 +355,7 @@ class FacesContract(ContractBase):
             assert (stats.pending, stats.processing) == (0, 1)
 
     @pytest.mark.clause("A-7", "T-2")
-    @BOTH_FACES
-    @QUEUES
-    @ASYNC
+    @QUEUES_AND_ASYNC
     def test_async_face_given_a_sync_transaction_is_refused_naming_what_to_pass(
         self, store_factory: StoreFactory
     ) -> None:

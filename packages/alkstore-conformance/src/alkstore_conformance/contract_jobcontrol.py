@@ -79,6 +79,13 @@ def _g(group: str, priority: int = 0, **kwargs: Any) -> EnqueueOpts:
     return EnqueueOpts(group=group, priority=priority, **kwargs)
 
 
+def _grouped(store: Store, group_limit: int = 1, name: str | None = None) -> Queue:
+    """A handle of a fresh queue (or of *name*) with long claims whose jobs
+    of one group hold at most *group_limit* claims at once (Q-25)."""
+    opts = QueueOpts(visibility_timeout_s=LONG_S, group_limit=group_limit)
+    return store.queue(unique() if name is None else name, opts)
+
+
 def _drain_ids(q: Queue) -> list[int]:
     """Claim and ack everything claimable now, one at a time; the ids in order."""
     ids = []
@@ -574,7 +581,7 @@ class JobControlContract(ContractBase):
     def test_claims_of_a_group_limited_to_one_run_serially_in_claim_order(
         self, store: Store
     ) -> None:
-        q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, group_limit=1))
+        q = _grouped(store)
         q.enqueue("p1", _g("A", 1))
         q.enqueue("p5", _g("A", 5))  # comes before p1, which held the slot
         q.enqueue("p3", _g("A", 3))
@@ -594,7 +601,7 @@ class JobControlContract(ContractBase):
     @pytest.mark.clause("Q-25", "Q-2")
     @GROUPS
     def test_claim_batch_never_hands_out_more_than_the_group_limit(self, store: Store) -> None:
-        q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, group_limit=2))
+        q = _grouped(store, 2)
         for i in range(5):
             q.enqueue(f"a{i}", _g("A", priority=10 - i))
         q.enqueue("b0", _g("B"))
@@ -618,7 +625,7 @@ class JobControlContract(ContractBase):
         more than two claims."""
         name, limit = unique(), 2
         groups = ["g0", "g1", "g2", "g3"]
-        q = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S, group_limit=limit))
+        q = _grouped(store, limit, name)
         for g in groups:
             q.enqueue_many([{"g": g, "i": i} for i in range(12)], _g(g))
         q.enqueue_many([{"g": None, "i": i} for i in range(8)])
@@ -672,7 +679,7 @@ class JobControlContract(ContractBase):
     def test_a_group_at_its_limit_blocks_neither_other_groups_nor_ungrouped_jobs(
         self, store: Store
     ) -> None:
-        q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, group_limit=1))
+        q = _grouped(store)
         q.enqueue_many([f"a{i}" for i in range(30)], _g("A", priority=5))
         q.enqueue("b", _g("B"))
         q.enqueue_many(["u0", "u1"], EnqueueOpts(priority=-1))
@@ -680,14 +687,14 @@ class JobControlContract(ContractBase):
         assert got == ["a0", "b", "u0", "u1"]
         assert q.claim("w") is None
         # The same group name in another queue is another group.
-        other = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, group_limit=1))
+        other = _grouped(store)
         other.enqueue("elsewhere", _g("A"))
         assert claim_one(other).payload == "elsewhere"
 
     @pytest.mark.clause("Q-25", "Q-10")
     @GROUPS
     def test_a_job_waiting_on_backoff_holds_no_slot_of_its_group(self, store: Store) -> None:
-        q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, group_limit=1))
+        q = _grouped(store)
         q.enqueue("high", _g("A", 9))
         q.enqueue("low", _g("A", 0))
         high = claim_one(q)
@@ -704,7 +711,7 @@ class JobControlContract(ContractBase):
     @pytest.mark.clause("Q-25", "Q-2")
     @GROUPS
     def test_a_delayed_job_holds_no_slot_of_its_group(self, store: Store) -> None:
-        q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, group_limit=1))
+        q = _grouped(store)
         q.enqueue("later, but first in priority", _g("A", 5, delay_s=LONG_S))
         q.enqueue("ready now", _g("A", 0))
         job = q.claim("w")
@@ -716,9 +723,9 @@ class JobControlContract(ContractBase):
     @GROUPS
     def test_each_job_follows_its_own_group_limit_stamp(self, store: Store) -> None:
         name = unique()
-        two = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S, group_limit=2))
+        two = _grouped(store, 2, name)
         none = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S))
-        one = store.queue(name, QueueOpts(visibility_timeout_s=LONG_S, group_limit=1))
+        one = _grouped(store, 1, name)
         limited = [two.enqueue(f"g{i}", _g("G")) for i in range(3)]
         free = [none.enqueue(f"f{i}", _g("F")) for i in range(3)]
         info = info_of(one, limited[0])
@@ -792,7 +799,7 @@ class JobControlContract(ContractBase):
     @pytest.mark.clause("Q-25", "Q-15")
     @GROUPS
     def test_an_expired_job_holds_no_slot_of_its_group(self, store: Store) -> None:
-        q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_S, group_limit=1))
+        q = _grouped(store)
         q.enqueue("expires", _g("A", 5, expires_s=0.2))
         q.enqueue("stays", _g("A"))
         time.sleep(0.35)

@@ -22,6 +22,7 @@ from alkstore.names import MAX_NOTIFICATION_BYTES
 from . import _children_misc
 from ._base import JSON_PAYLOADS, ContractBase, eventually, reap, requires, signals, spawn, unique
 from ._factory import StoreFactory
+from ._queue_helpers import Background
 
 #: Upper bound for a notification to arrive. Generous; passes return at once.
 ARRIVE_S = 10.0
@@ -238,25 +239,15 @@ class NotificationContract(ContractBase):
         channel = unique("ch")
         listener = store.listen(channel)
         got: list[Notification] = []
-        errors: list[BaseException] = []
-
-        def consume() -> None:
-            try:
-                got.extend(listener)
-            except BaseException as exc:
-                errors.append(exc)
-
-        thread = threading.Thread(target=consume)
-        thread.start()
+        iteration = Background(lambda: got.extend(listener))
         try:
             for n in range(3):
                 store.notify(channel, {"n": n})
             eventually(lambda: len(got) == 3)
         finally:
             listener.close()
-            thread.join(10)
-        assert not thread.is_alive(), "iteration did not end when the listener was closed"
-        assert errors == []
+        # Ends (without raising) once the listener is closed.
+        iteration.result(10)
         assert got == [Notification(channel, {"n": n}) for n in range(3)]
 
     @pytest.mark.clause("N-2")

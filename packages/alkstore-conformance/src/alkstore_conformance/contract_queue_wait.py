@@ -6,6 +6,8 @@ Timing and the tricks that recur: :mod:`alkstore_conformance._queue_helpers`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -23,22 +25,31 @@ from ._queue_helpers import (
     blocked,
     claim_one,
     counts,
+    woken_by,
 )
+from .contract_transaction import roll_back
 
 __all__ = ["QueueWaitContract"]
 
+T = TypeVar("T")
 
-def _claim_woken_after_half_a_second(
-    q: Queue, worker: str, asked: float, acted: float
-) -> Job | None:
-    """Claim with ``wait_s=20`` when a job turns claimable 0.5 s after a call
-    begun at *asked* and returned at *acted*: the claim must return no sooner,
-    and within :data:`WAKE_BOUND_S` of the latest moment the job turned claimable."""
+
+def _claim_woken_half_a_second_after(
+    q: Queue, worker: str, act: Callable[[], T]
+) -> tuple[T, Job | None]:
+    """Run *act*, a call after which a job turns claimable 0.5 s from a moment
+    inside it, then claim with ``wait_s=20``: the claim must return no sooner
+    than 0.5 s after *act* began, and within :data:`WAKE_BOUND_S` of the
+    latest moment the job turned claimable (0.5 s after *act* returned).
+    Returns what *act* returned and the claimed job."""
+    asked = time.monotonic()
+    result = act()
+    acted = time.monotonic()
     job = q.claim(worker, wait_s=20)
     returned = time.monotonic()
     assert returned - asked >= 0.45
     assert returned - acted < 0.5 + WAKE_BOUND_S
-    return job
+    return result, job
 
 
 class QueueWaitContract(ContractBase):
@@ -50,12 +61,8 @@ class QueueWaitContract(ContractBase):
     @QUEUES
     def test_blocked_claim_returns_when_another_thread_enqueues(self, store: Store) -> None:
         q = store.queue(unique())
-        bg = blocked(lambda: q.claim("w", wait_s=20))
-        job_id = q.enqueue("wake up")
-        enqueued = time.monotonic()
-        job = bg.result()
+        job, job_id = woken_by(lambda: q.claim("w", wait_s=20), lambda: q.enqueue("wake up"))
         assert job is not None and job.id == job_id
-        assert bg.returned_at - enqueued < WAKE_BOUND_S
 
     @pytest.mark.clause("Q-19")
     @pytest.mark.requires(Capability.QUEUES, Capability.CROSS_PROCESS_WAKES)
@@ -65,33 +72,28 @@ class QueueWaitContract(ContractBase):
         q = store.queue(unique())
         with store_factory.open() as other:
             oq = other.queue(q.name)
-            bg = blocked(lambda: q.claim_batch("w", 10, wait_s=20))
-            ids = oq.enqueue_many(["one", "two"])
-            enqueued = time.monotonic()
-            jobs = bg.result()
-            assert bg.returned_at - enqueued < WAKE_BOUND_S
+            jobs, ids = woken_by(
+                lambda: q.claim_batch("w", 10, wait_s=20), lambda: oq.enqueue_many(["one", "two"])
+            )
             assert [j.id for j in jobs] == ids
             # And the other way round.
-            bg2 = blocked(lambda: oq.claim("w", wait_s=20))
-            job_id = q.enqueue("three")
-            enqueued = time.monotonic()
-            job = bg2.result()
+            job, job_id = woken_by(lambda: oq.claim("w", wait_s=20), lambda: q.enqueue("three"))
             assert job is not None and job.id == job_id
-            assert bg2.returned_at - enqueued < WAKE_BOUND_S
 
     @pytest.mark.clause("Q-19", "C-5")
     @QUEUES
     def test_blocked_claim_returns_nothing_after_wait_s(self, store: Store) -> None:
         q = store.queue(unique())
         q.enqueue("not yet", EnqueueOpts(delay_s=60))
-        started = time.monotonic()
-        assert q.claim("w", wait_s=0.5) is None
-        waited = time.monotonic() - started
-        assert 0.45 <= waited < 0.5 + WAKE_BOUND_S
-        started = time.monotonic()
-        assert q.claim_batch("w", 5, wait_s=0.5) == []
-        waited = time.monotonic() - started
-        assert 0.45 <= waited < 0.5 + WAKE_BOUND_S
+        calls: list[tuple[Callable[[], object], object]] = [
+            (lambda: q.claim("w", wait_s=0.5), None),
+            (lambda: q.claim_batch("w", 5, wait_s=0.5), []),
+        ]
+        for call, nothing in calls:
+            started = time.monotonic()
+            assert call() == nothing
+            waited = time.monotonic() - started
+            assert 0.45 <= waited < 0.5 + WAKE_BOUND_S
 
     @pytest.mark.clause("Q-19", "Q-10")
     @QUEUES
@@ -100,19 +102,18 @@ class QueueWaitContract(ContractBase):
         job_id = q.enqueue("x")
         held = claim_one(q, "first")
         # A retry without delay commits work: the blocked claim wakes.
-        bg = blocked(lambda: q.claim("second", wait_s=20))
-        assert held.retry("again", delay_s=0)
-        retried = time.monotonic()
-        job = bg.result()
+        job, retried = woken_by(
+            lambda: q.claim("second", wait_s=20), lambda: held.retry("again", delay_s=0)
+        )
+        assert retried
         assert job is not None and (job.id, job.attempts) == (job_id, 2)
-        assert bg.returned_at - retried < WAKE_BOUND_S
         # A retry with a delay: the claim wakes when the delay ends, with no
         # other write to wake it. The delay runs from a moment inside the
         # retry call: not before the call began, at most its return.
-        asked = time.monotonic()
-        assert job.retry("later", delay_s=0.5)
-        retried = time.monotonic()
-        again = _claim_woken_after_half_a_second(q, "third", asked, retried)
+        retried, again = _claim_woken_half_a_second_after(
+            q, "third", lambda: job.retry("later", delay_s=0.5)
+        )
+        assert retried
         assert again is not None and (again.id, again.attempts) == (job_id, 3)
 
     @pytest.mark.clause("Q-19", "Q-6")
@@ -120,20 +121,18 @@ class QueueWaitContract(ContractBase):
     def test_blocked_claim_wakes_when_a_claim_lapses(self, store: Store) -> None:
         q = store.queue(unique(), QueueOpts(visibility_timeout_s=0.5, max_attempts=3))
         job_id = q.enqueue("x")
-        asked = time.monotonic()  # the claim's deadline is set inside the call
-        claim_one(q, "dies")
-        claimed = time.monotonic()
-        job = _claim_woken_after_half_a_second(q, "rescuer", asked, claimed)
+        # The claim's deadline is set inside the call.
+        _, job = _claim_woken_half_a_second_after(q, "rescuer", lambda: claim_one(q, "dies"))
         assert job is not None and (job.id, job.attempts) == (job_id, 2)
 
     @pytest.mark.clause("Q-19", "Q-2")
     @QUEUES
     def test_blocked_claim_wakes_when_a_delayed_job_turns_ready(self, store: Store) -> None:
         q = store.queue(unique())
-        asked = time.monotonic()  # the delay starts inside the call
-        job_id = q.enqueue("x", EnqueueOpts(delay_s=0.5))
-        enqueued = time.monotonic()
-        job = _claim_woken_after_half_a_second(q, "w", asked, enqueued)
+        # The delay starts inside the call.
+        job_id, job = _claim_woken_half_a_second_after(
+            q, "w", lambda: q.enqueue("x", EnqueueOpts(delay_s=0.5))
+        )
         assert job is not None and job.id == job_id
 
     @pytest.mark.clause("Q-19", "T-3")
@@ -144,22 +143,15 @@ class QueueWaitContract(ContractBase):
         """A claim blocked for 1.5 s while another store enqueues and rolls back returns None after
         the full wait."""
         q = store.queue(unique())
-
-        class Rollback(Exception):
-            pass
-
         with store_factory.open() as writer:
             wq = writer.queue(q.name)
             bg = blocked(lambda: q.claim("w", wait_s=1.5))
 
-            def enqueue_and_roll_back() -> None:
-                with writer.transaction() as tx:
-                    wq.enqueue("never", tx=tx)
-                    wq.enqueue_many(["never", "never"], tx=tx)
-                    raise Rollback
+            def enqueue_ghosts(tx: object) -> None:
+                wq.enqueue("never", tx=tx)
+                wq.enqueue_many(["never", "never"], tx=tx)
 
-            with pytest.raises(Rollback):
-                enqueue_and_roll_back()
+            roll_back(writer, enqueue_ghosts)
             assert bg.result() is None
             assert bg.returned_at - bg.started_at >= 1.4
         assert counts(q) == (0, 0, 0, 0)

@@ -45,7 +45,7 @@ from alkstore.engine import (
     WakeBoard,
 )
 
-from ._base import ContractBase, eventually, unique
+from ._base import ContractBase, eventually, mark_each_test, unique
 from ._factory import StoreFactory
 
 __all__ = ["SeamContract"]
@@ -107,6 +107,7 @@ class _Sink:
             self.got.append((channel, payload))
 
 
+@mark_each_test(SEAM)
 class SeamContract(ContractBase):
     """Every :class:`~alkstore.engine.seam.Executor` operation, directly."""
 
@@ -123,10 +124,16 @@ class SeamContract(ContractBase):
     ) -> list[ClaimRow]:
         return ex.claim([queue], worker, n, None, False)
 
+    def _one_claimed(self, ex: Executor[Any]) -> tuple[str, ClaimRow]:
+        """A fresh queue holding one job, claimed: the queue's name and the claim."""
+        q = unique()
+        ex.insert_jobs(None, q, [new_job()], None)
+        (row,) = self._claim(ex, q)
+        return q, row
+
     # ------------------------------------------------------------ the store
 
     @pytest.mark.clause("C-7")
-    @SEAM
     def test_seam_store_properties(
         self, ex: Executor[Any], store: Store, store_factory: StoreFactory
     ) -> None:
@@ -146,7 +153,6 @@ class SeamContract(ContractBase):
         ex.start_wakes()  # idempotent
 
     @pytest.mark.clause("T-1")
-    @SEAM
     @QUEUES
     def test_seam_transaction_commits_or_rolls_back_what_joins_it(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -165,7 +171,6 @@ class SeamContract(ContractBase):
         assert ex.get_job(q, gone[0].id) is None
 
     @pytest.mark.clause("T-1", "T-2", "ST-3")
-    @SEAM
     def test_seam_resolve_tx_takes_a_transaction_and_refuses_the_rest(
         self, ex: Executor[Any], store_factory: StoreFactory
     ) -> None:
@@ -184,7 +189,6 @@ class SeamContract(ContractBase):
     # --------------------------------------------------------------- queues
 
     @pytest.mark.clause("Q-1", "Q-23", "Q-24")
-    @SEAM
     @QUEUES
     def test_seam_insert_jobs(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -199,7 +203,6 @@ class SeamContract(ContractBase):
         assert ex.queue_stats(q)[0].pending == 3, "a refused insert writes nothing"
 
     @pytest.mark.clause("Q-2", "Q-4")
-    @SEAM
     @QUEUES
     def test_seam_claim(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -220,7 +223,6 @@ class SeamContract(ContractBase):
         assert info is not None and (info.state, info.worker_id) == ("processing", "w1")
 
     @pytest.mark.clause("Q-2", "Q-19")
-    @SEAM
     @QUEUES
     def test_seam_next_ready(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -233,7 +235,6 @@ class SeamContract(ContractBase):
         assert now is not None and now <= 0.5
 
     @pytest.mark.clause("Q-7", "Q-9")
-    @SEAM
     @QUEUES
     def test_seam_ack(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -246,7 +247,6 @@ class SeamContract(ContractBase):
         assert ex.ack(None, [fence(a)]) == [False], "an ack lands once"
 
     @pytest.mark.clause("Q-10")
-    @SEAM
     @QUEUES
     def test_seam_retry(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -263,12 +263,9 @@ class SeamContract(ContractBase):
         assert not ex.retry(None, fence(again), 0.0, "again"), "a settled claim is refused"
 
     @pytest.mark.clause("Q-11")
-    @SEAM
     @QUEUES
     def test_seam_fail(self, ex: Executor[Any]) -> None:
-        q = unique()
-        ex.insert_jobs(None, q, [new_job()], None)
-        (row,) = self._claim(ex, q)
+        q, row = self._one_claimed(ex)
         assert ex.fail(None, fence(row), "refused")
         info = ex.get_job(q, row.id)
         assert info is not None and (info.state, info.last_error) == ("dead", "refused")
@@ -276,12 +273,9 @@ class SeamContract(ContractBase):
         assert not ex.fail(None, fence(row), "twice")
 
     @pytest.mark.clause("Q-26")
-    @SEAM
     @QUEUES
     def test_seam_release(self, ex: Executor[Any]) -> None:
-        q = unique()
-        ex.insert_jobs(None, q, [new_job()], None)
-        (row,) = self._claim(ex, q)
+        q, row = self._one_claimed(ex)
         assert ex.release(fence(row))
         info = ex.get_job(q, row.id)
         assert info is not None and (info.state, info.attempts) == ("pending", 0)
@@ -290,12 +284,9 @@ class SeamContract(ContractBase):
         assert not ex.release(fence(row)), "the old claim is gone"
 
     @pytest.mark.clause("Q-8")
-    @SEAM
     @QUEUES
     def test_seam_heartbeat(self, ex: Executor[Any]) -> None:
-        q = unique()
-        ex.insert_jobs(None, q, [new_job()], None)
-        (row,) = self._claim(ex, q)
+        _, row = self._one_claimed(ex)
         deadline = ex.heartbeat(fence(row), 1000.0)
         assert deadline is not None and deadline > row.deadline
         shorter = ex.heartbeat(fence(row), 50.0)
@@ -304,7 +295,6 @@ class SeamContract(ContractBase):
         assert ex.heartbeat(fence(row), 10.0) is None
 
     @pytest.mark.clause("Q-13")
-    @SEAM
     @QUEUES
     def test_seam_cancel(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -317,7 +307,6 @@ class SeamContract(ContractBase):
         assert ex.queue_stats(q)[0] == QueueStats(q, 0, 0, 0, 0)
 
     @pytest.mark.clause("Q-14")
-    @SEAM
     @QUEUES
     def test_seam_get_job(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -340,7 +329,6 @@ class SeamContract(ContractBase):
         assert ex.get_job(unique(), ins.id) is None
 
     @pytest.mark.clause("Q-14")
-    @SEAM
     @QUEUES
     def test_seam_list_jobs(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -353,7 +341,6 @@ class SeamContract(ContractBase):
         assert ex.list_jobs(q, JobState.DEAD, 100, 0) == []
 
     @pytest.mark.clause("Q-14")
-    @SEAM
     @QUEUES
     def test_seam_queue_stats(self, ex: Executor[Any]) -> None:
         q, empty = unique(), unique()
@@ -371,7 +358,6 @@ class SeamContract(ContractBase):
         assert empty not in {s.queue for s in ex.queue_stats(None)}
 
     @pytest.mark.clause("Q-15", "Q-16")
-    @SEAM
     @QUEUES
     def test_seam_sweep(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -385,7 +371,6 @@ class SeamContract(ContractBase):
         assert ex.sweep(q) == SweepResult(), "a second sweep finds nothing"
 
     @pytest.mark.clause("Q-21")
-    @SEAM
     @QUEUES
     def test_seam_redrive(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -404,7 +389,6 @@ class SeamContract(ContractBase):
         assert ex.queue_stats(q)[0].dead == 0
 
     @pytest.mark.clause("Q-22")
-    @SEAM
     @QUEUES
     def test_seam_purge_dead(self, ex: Executor[Any]) -> None:
         q = unique()
@@ -420,7 +404,6 @@ class SeamContract(ContractBase):
     # -------------------------------------------------------------- streams
 
     @pytest.mark.clause("S-1", "S-2")
-    @SEAM
     @STREAMS
     def test_seam_publish_and_read_events(self, ex: Executor[Any]) -> None:
         s = unique("s")
@@ -438,7 +421,6 @@ class SeamContract(ContractBase):
         assert ex.has_event_after(s, first) and not ex.has_event_after(s, second)
 
     @pytest.mark.clause("S-3")
-    @SEAM
     @STREAMS
     def test_seam_offsets(self, ex: Executor[Any]) -> None:
         s = unique("s")
@@ -449,7 +431,6 @@ class SeamContract(ContractBase):
         assert ex.get_offset(s, "other") == 0
 
     @pytest.mark.clause("S-1", "O-4")
-    @SEAM
     @STREAMS
     def test_seam_trim_and_stream_stats(self, ex: Executor[Any]) -> None:
         s = unique("s")
@@ -464,7 +445,6 @@ class SeamContract(ContractBase):
     # ---------------------------------------------------------------- locks
 
     @pytest.mark.clause("L-1", "L-3", "L-4")
-    @SEAM
     @LOCKS
     def test_seam_locks(self, ex: Executor[Any]) -> None:
         name = unique("lock")
@@ -484,7 +464,6 @@ class SeamContract(ContractBase):
         assert again is not None and again[0] > token, "tokens only grow"
 
     @pytest.mark.clause("R-1")
-    @SEAM
     @RATES
     def test_seam_acquire_rate(self, ex: Executor[Any]) -> None:
         rate = RateSpec(unique("rate"), 30.0, 2)
@@ -496,7 +475,6 @@ class SeamContract(ContractBase):
     # -------------------------------------------------------- notifications
 
     @pytest.mark.clause("N-1", "N-2")
-    @SEAM
     @NOTES
     def test_seam_notify_subscribe_unsubscribe(self, ex: Executor[Any]) -> None:
         channel = unique("ch")
@@ -524,14 +502,12 @@ class SeamContract(ContractBase):
     # ------------------------------------------------------------ schedules
 
     @pytest.mark.clause("C-4")
-    @SEAM
     def test_seam_clock(self, ex: Executor[Any]) -> None:
         first = ex.clock()
         assert near_now(first)
         assert ex.clock() >= first
 
     @pytest.mark.clause("SC-2", "SC-4")
-    @SEAM
     @SCHEDULES
     def test_seam_schedules_upsert_list_delete(self, ex: Executor[Any]) -> None:
         name = unique("sched")
@@ -552,7 +528,6 @@ class SeamContract(ContractBase):
         assert name not in {s.name for s in ex.list_schedules()}
 
     @pytest.mark.clause("SC-3")
-    @SEAM
     @SCHEDULES
     def test_seam_due_and_fire_schedule(self, ex: Executor[Any]) -> None:
         name, q = unique("sched"), unique()

@@ -41,13 +41,11 @@ from ._queue_helpers import (
     info_of,
     lapse,
     spoil_claims,
+    woken_by,
 )
+from .contract_transaction import roll_back
 
 __all__ = ["SettleContract"]
-
-
-class _Rollback(Exception):
-    """Raised inside a transaction to roll it back."""
 
 
 @contextmanager
@@ -171,13 +169,10 @@ class SettleContract(ContractBase):
         b.enqueue("b")
         ja, jb = claim_one(a), claim_one(b)
 
-        def rolled_back() -> None:
-            with store.transaction() as tx:
-                assert store.ack_each([ja, jb], tx=tx) == [True, True]
-                raise _Rollback
+        def ack_both(tx: object) -> None:
+            assert store.ack_each([ja, jb], tx=tx) == [True, True]
 
-        with pytest.raises(_Rollback):
-            rolled_back()
+        roll_back(store, ack_both)
         # Rolled back: both claims are still held and still valid.
         assert info_of(a, ja.id).state is JobState.PROCESSING
         assert info_of(b, jb.id).state is JobState.PROCESSING
@@ -349,11 +344,9 @@ class SettleContract(ContractBase):
         assert _ids(jobs) == [job_id]
         assert jobs[0].ack()
         # And on the first queue; and nothing after wait_s.
-        bg = blocked(lambda: store.claim_any([a, b], "w", wait_s=20))
-        job_id = a.enqueue("wake")
-        enqueued = time.monotonic()
-        jobs = bg.result()
-        assert bg.returned_at - enqueued < WAKE_BOUND_S
+        jobs, job_id = woken_by(
+            lambda: store.claim_any([a, b], "w", wait_s=20), lambda: a.enqueue("wake")
+        )
         assert _ids(jobs) == [job_id]
         started = time.monotonic()
         assert store.claim_any([a, b], "w", wait_s=0.3) == []

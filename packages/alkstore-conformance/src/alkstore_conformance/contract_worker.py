@@ -54,6 +54,7 @@ from ._doubles import (
     SettleStore,
 )
 from ._factory import StoreFactory
+from ._queue_helpers import Background
 from .contract_transaction import table_rows
 
 #: Visibility timeout of the heartbeat tests: it runs out several times over
@@ -80,26 +81,17 @@ class _Boom(Exception):
 
 
 @contextmanager
-def running(worker: Worker, stop: threading.Event) -> Iterator[threading.Thread]:
+def running(worker: Worker, stop: threading.Event) -> Iterator[Background[None]]:
     """Run ``worker.run(stop)`` in a thread; on exit set *stop*, join, and fail
     the test if ``run`` raised or did not return."""
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            worker.run(stop)
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="worker-under-test", daemon=True)
-    thread.start()
+    run = Background(lambda: worker.run(stop), name="worker-under-test")
     try:
-        yield thread
+        yield run
     finally:
         stop.set()
-        thread.join(30)
-    assert not thread.is_alive(), "Worker.run did not return after stop"
-    assert errors == [], f"Worker.run raised: {errors!r}"
+        returned = run.finished_within(30)
+    assert returned, "Worker.run did not return after stop"
+    run.result(0)
 
 
 def _background(call: Callable[[], int]) -> tuple[threading.Thread, list[int]]:
@@ -465,11 +457,11 @@ class WorkerContract(ContractBase):
         worker = Worker(store, q, handler, concurrency=1, grace_s=grace, claim_wait_s=0.2)
         other = store_factory.open()
         try:
-            with running(worker, stop) as thread:
+            with running(worker, stop) as run:
                 assert started.wait(10)
                 stopped_at = time.monotonic()
                 stop.set()
-                thread.join(30)
+                run.finished_within(30)
                 assert time.monotonic() - stopped_at < grace + 5.0
             info = q.get_job(job_id)
             assert info is not None

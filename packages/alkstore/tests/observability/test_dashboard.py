@@ -111,6 +111,18 @@ def signed_in_csrf(client: Client, dashboard: DashboardServer) -> str:
     return csrf_of(client.get("/queue?name=emails").text)
 
 
+#: What :func:`signed_in` gives: the dead emails' ids and the CSRF token.
+SignedIn = tuple[list[int], str]
+
+
+@pytest.fixture
+def signed_in(store: Store, dashboard: DashboardServer, client: Client) -> SignedIn:
+    """*store* seeded (:func:`seed`) and *client* signed in: the ids of the
+    three dead emails and the CSRF token of the emails queue's page."""
+    dead = seed(store)
+    return dead, signed_in_csrf(client, dashboard)
+
+
 def text_of(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
 
@@ -275,11 +287,8 @@ def test_a_change_needs_this_sessions_csrf_token(
     assert store.queue("emails").stats().dead == 3
 
 
-def test_a_cross_site_post_is_refused(
-    store: Store, dashboard: DashboardServer, client: Client
-) -> None:
-    dead = seed(store)
-    csrf = signed_in_csrf(client, dashboard)
+def test_a_cross_site_post_is_refused(store: Store, client: Client, signed_in: SignedIn) -> None:
+    dead, csrf = signed_in
     fields: dict[str, str | list[str]] = {"name": "emails", "ids": str(dead[0]), "csrf": csrf}
     for headers in (
         {"Origin": "http://evil.example"},
@@ -377,11 +386,8 @@ def test_store_text_is_escaped_and_no_script_may_run(store: Store, client: Clien
 # --------------------------------------------------------- redrive and purge
 
 
-def test_a_redrive_of_all_asks_first(
-    store: Store, dashboard: DashboardServer, client: Client
-) -> None:
-    seed(store)
-    csrf = signed_in_csrf(client, dashboard)
+def test_a_redrive_of_all_asks_first(store: Store, client: Client, signed_in: SignedIn) -> None:
+    _, csrf = signed_in
     page = client.post("/queue/redrive", {"name": "emails", "all": "1", "csrf": csrf})
     assert page.status == 200
     assert "Redrive all 3 dead jobs of queue emails?" in text_of(page.text)
@@ -389,11 +395,8 @@ def test_a_redrive_of_all_asks_first(
     assert store.queue("emails").stats().dead == 3
 
 
-def test_a_purge_always_asks_first(
-    store: Store, dashboard: DashboardServer, client: Client
-) -> None:
-    dead = seed(store)
-    csrf = signed_in_csrf(client, dashboard)
+def test_a_purge_always_asks_first(store: Store, client: Client, signed_in: SignedIn) -> None:
+    dead, csrf = signed_in
     page = client.post(
         "/queue/purge", {"name": "emails", "ids": [str(dead[0]), str(dead[1])], "csrf": csrf}
     )
@@ -402,21 +405,17 @@ def test_a_purge_always_asks_first(
     assert store.queue("emails").stats().dead == 3
 
 
-def test_nothing_selected_is_said_so(
-    store: Store, dashboard: DashboardServer, client: Client
-) -> None:
-    seed(store)
-    csrf = signed_in_csrf(client, dashboard)
+def test_nothing_selected_is_said_so(client: Client, signed_in: SignedIn) -> None:
+    _, csrf = signed_in
     answer = client.post("/queue/redrive", {"name": "emails", "csrf": csrf})
     assert answer.status == 303
     assert "No job was selected." in client.get(answer.headers["Location"]).text
 
 
 def test_a_redrive_through_the_form_moves_the_job_back(
-    store: Store, dashboard: DashboardServer, client: Client
+    store: Store, client: Client, signed_in: SignedIn
 ) -> None:
-    dead = seed(store)
-    csrf = signed_in_csrf(client, dashboard)
+    dead, csrf = signed_in
     answer = client.post("/queue/redrive", {"name": "emails", "ids": str(dead[0]), "csrf": csrf})
     assert answer.status == 303
     page = client.get(answer.headers["Location"])
@@ -427,10 +426,9 @@ def test_a_redrive_through_the_form_moves_the_job_back(
 
 
 def test_confirmed_redrive_of_all_and_purge(
-    store: Store, dashboard: DashboardServer, client: Client
+    store: Store, client: Client, signed_in: SignedIn
 ) -> None:
-    dead = seed(store)
-    csrf = signed_in_csrf(client, dashboard)
+    dead, csrf = signed_in
     purged = client.post(
         "/queue/purge", {"name": "emails", "ids": str(dead[0]), "csrf": csrf, "confirm": "1"}
     )

@@ -70,8 +70,12 @@ def page(browser: Browser) -> Iterator[Page]:
         context.close()
 
 
+#: Saves a screenshot of a page under a name (the ``shots`` fixture).
+Shots = Callable[[Page, str], Path]
+
+
 @pytest.fixture
-def shots(tmp_path: Path, engine_url: str) -> Callable[[Page, str], Path]:
+def shots(tmp_path: Path, engine_url: str) -> Shots:
     """Save a full-page screenshot as ``<name>-<engine>.png``."""
     engine = engine_url.partition(":")[0]
     folder = tmp_path / "screenshots"
@@ -166,6 +170,13 @@ def scene(engine_url: str, tmp_path: Path, background: Callable[..., Running]) -
         store.close()
 
 
+@pytest.fixture
+def signed_in(scene: Scene, page: Page) -> Page:
+    """*page*, signed in to the scene's dashboard through its login link."""
+    page.goto(scene.login_url)
+    return page
+
+
 def table_counts(tab: Page) -> dict[str, dict[str, int]]:
     """The overview table as the browser shows it."""
     found: dict[str, dict[str, int]] = {}
@@ -178,12 +189,8 @@ def table_counts(tab: Page) -> dict[str, dict[str, int]]:
     return found
 
 
-def test_the_pages_show_what_queue_stats_says(
-    scene: Scene,
-    page: Page,
-    shots: Callable[[Page, str], Path],
-) -> None:
-    page.goto(scene.login_url)
+def test_the_pages_show_what_queue_stats_says(scene: Scene, signed_in: Page, shots: Shots) -> None:
+    page = signed_in
     assert page.url.endswith("/") and "token=" not in page.url
 
     def agree() -> bool:
@@ -229,11 +236,9 @@ def test_a_page_without_the_token_offers_no_changes(scene: Scene, page: Page) ->
 
 
 def test_a_dead_job_redriven_through_the_page_leaves_the_dead_list(
-    scene: Scene,
-    page: Page,
-    shots: Callable[[Page, str], Path],
+    scene: Scene, signed_in: Page, shots: Shots
 ) -> None:
-    page.goto(scene.login_url)
+    page = signed_in
     page.goto(page.url + "queue?name=emails")
     target = scene.dead[1]
     with page.expect_navigation():
@@ -253,11 +258,8 @@ def test_a_dead_job_redriven_through_the_page_leaves_the_dead_list(
     assert [s.dead for s in scene.store.queue_stats() if s.queue == "emails"] == [0]
 
 
-def test_streams_and_locks_pages(
-    scene: Scene,
-    page: Page,
-    shots: Callable[[Page, str], Path],
-) -> None:
+def test_streams_and_locks_pages(scene: Scene, signed_in: Page, shots: Shots) -> None:
+    page = signed_in
     orders = scene.store.stream("orders")
     for n in range(7):
         orders.publish({"order": n}, key=f"o{n}")
@@ -265,7 +267,6 @@ def test_streams_and_locks_pages(
     orders.commit("ledger", 7)
     lock = scene.store.lock("nightly-backup", ttl_s=300, owner="host-a:4242")
     assert lock is not None
-    page.goto(scene.login_url)
     page.get_by_role("link", name="Streams").click()
     page.wait_for_url("**/streams")
     lag = page.locator('[data-stream="orders"] tr[data-consumer="mailer"] td[data-lag]')
