@@ -30,7 +30,13 @@ from .listener import QueueListener
 from .listener_async import AsyncQueueListener
 from .native import unwrap
 from .outbox_base import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
-from .prepare import check_bool_option, check_sql_args, parse_bool_option
+from .prepare import (
+    check_bool_option,
+    check_sql_args,
+    check_url_text,
+    parse_bool_option,
+    parse_option,
+)
 from .rows import (
     ClaimRow,
     EventRow,
@@ -85,10 +91,12 @@ __all__ = [
     "WakeBoard",
     "check_bool_option",
     "check_sql_args",
+    "check_url_text",
     "claim_row",
     "job_row",
     "outbox_queue_name",
     "parse_bool_option",
+    "parse_option",
     "schedule_row",
     "stream_stats_of",
     "unwrap",
