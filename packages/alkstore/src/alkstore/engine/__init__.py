@@ -51,6 +51,8 @@ from .rows import (
     schedule_row,
     stream_stats_of,
 )
+from .runners import run_plan
+from .runners_async import run_plan_async
 from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
 from .seam import Executor, NoteSink
 from .seam_async import AsyncExecutor
@@ -97,6 +99,8 @@ __all__ = [
     "outbox_queue_name",
     "parse_bool_option",
     "parse_option",
+    "run_plan",
+    "run_plan_async",
     "schedule_row",
     "stream_stats_of",
     "unwrap",
