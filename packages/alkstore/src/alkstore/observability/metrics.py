@@ -39,7 +39,6 @@ import weakref
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from enum import Enum
-from types import TracebackType
 from typing import Protocol
 
 from opentelemetry import metrics as otel_metrics
@@ -48,6 +47,8 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from alkstore.errors import InvalidArgument
 from alkstore.protocols import Store
 from alkstore.types import QueueStats
+
+from ._closing import Closing
 
 __all__ = [
     "DEPTH_STATES",
@@ -353,7 +354,7 @@ def _gauges_for(provider: MeterProvider) -> _DepthGauges:
         return gauges
 
 
-class StoreObservation:
+class StoreObservation(Closing):
     """A store feeding the depth gauges; :meth:`close` (or ``with``) stops it.
     :attr:`sampler` is the shared read, for callers that show the counts too."""
 
@@ -363,17 +364,6 @@ class StoreObservation:
 
     def close(self) -> None:
         self._gauges.remove(self.sampler)
-
-    def __enter__(self) -> StoreObservation:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def observe_store(
