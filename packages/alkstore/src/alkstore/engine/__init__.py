@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from alkstore.protocols import Capability
 
+from . import rows
 from .codec import UNDECODABLE_ERROR
 from .jobs import KitJob
 from .jobs_async import AsyncKitJob
@@ -37,20 +38,7 @@ from .prepare import (
     parse_bool_option,
     parse_option,
 )
-from .rows import (
-    ClaimRow,
-    EventRow,
-    Fence,
-    Inserted,
-    JobRow,
-    NewJob,
-    RateSpec,
-    ScheduleRow,
-    claim_row,
-    job_row,
-    schedule_row,
-    stream_stats_of,
-)
+from .rows import *  # noqa: F403
 from .runners import run_plan
 from .runners_async import run_plan_async
 from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
@@ -73,19 +61,11 @@ __all__ = [
     "AsyncKitJob",
     "AsyncKitStore",
     "AsyncQueueListener",
-    "ClaimRow",
-    "EventRow",
     "Executor",
-    "Fence",
-    "Inserted",
-    "JobRow",
     "KitJob",
     "KitStore",
-    "NewJob",
     "NoteSink",
     "QueueListener",
-    "RateSpec",
-    "ScheduleRow",
     "Step",
     "ThreadedAsyncCursor",
     "ThreadedAsyncExecutor",
@@ -94,17 +74,15 @@ __all__ = [
     "check_bool_option",
     "check_sql_args",
     "check_url_text",
-    "claim_row",
-    "job_row",
     "outbox_queue_name",
     "parse_bool_option",
     "parse_option",
     "run_plan",
     "run_plan_async",
-    "schedule_row",
-    "stream_stats_of",
     "unwrap",
 ]
+# And every named row of the seam, as rows.__all__ lists them.
+__all__ += rows.__all__
 
 #: Every capability; the in-repo engines declare them all.
 ALL_CAPABILITIES: frozenset[Capability] = frozenset(Capability)
