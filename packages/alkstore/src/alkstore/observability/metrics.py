@@ -38,12 +38,12 @@ import time
 import weakref
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from enum import Enum
 from typing import Protocol
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from alkstore._strenum import StrEnum
 from alkstore.errors import InvalidArgument
 from alkstore.protocols import Store
 from alkstore.types import QueueStats
@@ -102,7 +102,7 @@ def _version() -> str:
     return __version__
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """How the worker finished with a job (the ``outcome`` attribute).
 
     - ``acked``: the handler returned and the ack landed.
@@ -121,9 +121,6 @@ class Outcome(str, Enum):
     DEAD = "dead"
     TIMEOUT = "timeout"
     LOST = "lost"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _OUTCOMES: dict[str, str] = {o.value: o.value for o in Outcome}
