@@ -110,6 +110,7 @@ NAMES: dict[str, str] = {
     "AsyncQueueListener": "QueueListener",
     "run_blocking_async": "run_blocking",
     "run_leader_async": "run_leader",
+    "run_plan_async": "run_plan",
     "claim_async": "claim_sync",
     "wait_async": "wait",
     "unwrap_async": "unwrap",

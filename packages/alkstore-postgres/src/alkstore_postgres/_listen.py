@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import psycopg
 
 from alkstore._acompat import Event, Spawned, event_wait, join, spawn
-from alkstore.engine import NoteSink
+from alkstore.engine import NoteSink, Step, run_plan
 from alkstore.errors import StoreClosed, TransientError
 
 from ._listen_base import (
@@ -145,34 +145,26 @@ class ListenerLoop:
             self.core.submit(False, sink, lambda error: None)
 
     def _run(self) -> None:
-        plan = self.core.plan()
-        value: Any = None
-        error: BaseException | None = None
         try:
-            while True:
-                try:
-                    step = plan.throw(error) if error is not None else plan.send(value)
-                except StopIteration:
-                    return
-                value, error = None, None
-                try:
-                    if step is CONNECT:
-                        self.conn = self._connect()
-                    elif isinstance(step, Run):
-                        assert self.conn is not None
-                        self.conn.execute(step.text)
-                    elif isinstance(step, Wait):
-                        assert self.conn is not None
-                        gen = self.conn.notifies(timeout=step.timeout_s, stop_after=1)
-                        value = [(n.channel, n.payload) for n in gen]
-                    elif isinstance(step, Pause):
-                        event_wait(self._stop, step.seconds)
-                    elif step is CLOSE:
-                        self._close()
-                except LOST as exc:
-                    error = exc
+            run_plan(self.core.plan(), self._perform, LOST)
         finally:
             self._close()
+
+    def _perform(self, step: Step | Run | Wait | Pause) -> Any:
+        if step is CONNECT:
+            self.conn = self._connect()
+        elif isinstance(step, Run):
+            assert self.conn is not None
+            self.conn.execute(step.text)
+        elif isinstance(step, Wait):
+            assert self.conn is not None
+            gen = self.conn.notifies(timeout=step.timeout_s, stop_after=1)
+            return [(n.channel, n.payload) for n in gen]
+        elif isinstance(step, Pause):
+            event_wait(self._stop, step.seconds)
+        elif step is CLOSE:
+            self._close()
+        return None
 
     def _close(self) -> None:
         conn, self.conn = self.conn, None

@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import psycopg
 
 from alkstore._acompat import AEvent, ASpawned, aevent_wait, ajoin, aspawn, join
-from alkstore.engine import NoteSink
+from alkstore.engine import NoteSink, Step, run_plan_async
 from alkstore.errors import StoreClosed, TransientError
 
 from ._listen_base import (
@@ -157,34 +157,26 @@ class AsyncListenerLoop:
             self.core.submit(False, sink, lambda error: None)
 
     async def _run(self) -> None:
-        plan = self.core.plan()
-        value: Any = None
-        error: BaseException | None = None
         try:
-            while True:
-                try:
-                    step = plan.throw(error) if error is not None else plan.send(value)
-                except StopIteration:
-                    return
-                value, error = None, None
-                try:
-                    if step is CONNECT:
-                        self.conn = await self._connect()
-                    elif isinstance(step, Run):
-                        assert self.conn is not None
-                        await self.conn.execute(step.text)
-                    elif isinstance(step, Wait):
-                        assert self.conn is not None
-                        gen = self.conn.notifies(timeout=step.timeout_s, stop_after=1)
-                        value = [(n.channel, n.payload) async for n in gen]
-                    elif isinstance(step, Pause):
-                        await aevent_wait(self._stop, step.seconds)
-                    elif step is CLOSE:
-                        await self._close()
-                except LOST as exc:
-                    error = exc
+            await run_plan_async(self.core.plan(), self._perform, LOST)
         finally:
             await self._close()
+
+    async def _perform(self, step: Step | Run | Wait | Pause) -> Any:
+        if step is CONNECT:
+            self.conn = await self._connect()
+        elif isinstance(step, Run):
+            assert self.conn is not None
+            await self.conn.execute(step.text)
+        elif isinstance(step, Wait):
+            assert self.conn is not None
+            gen = self.conn.notifies(timeout=step.timeout_s, stop_after=1)
+            return [(n.channel, n.payload) async for n in gen]
+        elif isinstance(step, Pause):
+            await aevent_wait(self._stop, step.seconds)
+        elif step is CLOSE:
+            await self._close()
+        return None
 
     async def _close(self) -> None:
         conn, self.conn = self.conn, None

@@ -3,7 +3,6 @@ and the engine options in the query string (EN-3, E-4)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from alkstore.engine import parse_bool_option
+from alkstore.engine import check_url_text, parse_option
 from alkstore.errors import InvalidArgument
 
 __all__ = [
@@ -67,12 +66,7 @@ def parse_url(url: str) -> ParsedURL:
     """
     if not isinstance(url, str) or not url.strip():
         raise InvalidArgument("a PostgreSQL URL is a non-empty str")
-    if "\x00" in url:
-        raise InvalidArgument("a PostgreSQL URL cannot hold a NUL character")
-    try:
-        url.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument("a PostgreSQL URL must be valid text") from exc
+    check_url_text(url, "a PostgreSQL URL")
     if "://" not in url:
         params = conninfo_dict(url)
         params.pop("password", None)
@@ -94,7 +88,7 @@ def parse_url(url: str) -> ParsedURL:
         if key in ENGINE_OPTIONS:
             if key in options:
                 raise InvalidArgument(f"engine option {key} appears twice in the URL")
-            options[key] = _convert(key, unquote(item.partition("=")[2]))
+            options[key] = parse_option(key, unquote(item.partition("=")[2]), ENGINE_OPTIONS[key])
             shown.append(item)
         else:
             if key == "port":
@@ -144,19 +138,6 @@ def conninfo_dict(conninfo: str) -> dict[str, Any]:
         return conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as exc:
         raise InvalidArgument(f"not a valid PostgreSQL connection string: {exc}") from exc
-
-
-def _convert(key: str, text: str) -> Any:
-    kind = ENGINE_OPTIONS[key]
-    if kind is bool:
-        return parse_bool_option(key, text)
-    try:
-        value = kind(text)
-    except ValueError as exc:
-        raise InvalidArgument(f"bad value for engine option {key}: {text!r}") from exc
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidArgument(f"bad value for engine option {key}: {text!r}")
-    return value
 
 
 def check_schema(schema: object) -> str:

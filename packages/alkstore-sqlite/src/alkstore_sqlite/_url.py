@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from alkstore.engine import parse_bool_option
+from alkstore.engine import check_url_text, parse_option
 from alkstore.errors import InvalidArgument
 
 __all__ = ["OPTION_TYPES", "parse_url"]
@@ -46,12 +45,7 @@ def parse_url(url: str) -> tuple[str, dict[str, Any]]:
     path = path[1:] if path.startswith("/") else path
     if not path:
         raise InvalidArgument(f"the sqlite URL names no file: {url!r}")
-    if "\x00" in path:
-        raise InvalidArgument("a SQLite file name cannot hold a NUL character")
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument("the SQLite file name is not valid text") from exc
+    check_url_text(path, "a SQLite file name")
     opts: dict[str, Any] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         kind = OPTION_TYPES.get(key)
@@ -59,14 +53,5 @@ def parse_url(url: str) -> tuple[str, dict[str, Any]]:
             raise InvalidArgument(f"unknown SQLite engine option {key!r} in {url!r}")
         if key in opts:
             raise InvalidArgument(f"engine option {key} appears twice in the URL")
-        if kind is bool:
-            opts[key] = parse_bool_option(key, value)
-            continue
-        try:
-            converted = kind(value)
-        except ValueError as exc:  # int() of 5,000 digits included
-            raise InvalidArgument(f"bad value for {key}: {value!r}") from exc
-        if isinstance(converted, float) and not math.isfinite(converted):
-            raise InvalidArgument(f"bad value for {key}: {value!r}")
-        opts[key] = converted
+        opts[key] = parse_option(key, value, kind)
     return path, opts

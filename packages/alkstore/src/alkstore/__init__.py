@@ -9,22 +9,11 @@ outbox inside the database an application already has.
 
 from __future__ import annotations
 
-from . import backoff, specs
+from . import backoff, errors, specs
 from ._aopen import open_async
 from ._open import DEFAULT_URL, installed_schemes, open
 from ._version import __version__
-from .errors import (
-    AlkstoreError,
-    EngineError,
-    InvalidArgument,
-    InvalidSpec,
-    QueueFull,
-    ReservedName,
-    SchemaVersionError,
-    StoreClosed,
-    TransientError,
-    UnsupportedOperation,
-)
+from .errors import *  # noqa: F403
 from .protocols import (
     AsyncCursorLike,
     AsyncJob,
@@ -67,7 +56,6 @@ from .worker import AsyncWorker, Fail, Retry, Worker
 
 __all__ = [
     "DEFAULT_URL",
-    "AlkstoreError",
     "AsyncCursorLike",
     "AsyncJob",
     "AsyncListener",
@@ -82,13 +70,10 @@ __all__ = [
     "Capability",
     "ConsumerLag",
     "CursorLike",
-    "EngineError",
     "EnqueueOpts",
     "Enqueued",
     "Event",
     "Fail",
-    "InvalidArgument",
-    "InvalidSpec",
     "Job",
     "JobInfo",
     "JobState",
@@ -98,22 +83,16 @@ __all__ = [
     "Notification",
     "Outbox",
     "Queue",
-    "QueueFull",
     "QueueOpts",
     "QueueStats",
     "RateLimit",
-    "ReservedName",
     "Retry",
     "Schedule",
-    "SchemaVersionError",
     "Store",
-    "StoreClosed",
     "Stream",
     "StreamStats",
     "SweepResult",
-    "TransientError",
     "Tx",
-    "UnsupportedOperation",
     "Worker",
     "__version__",
     "backoff",
@@ -122,3 +101,5 @@ __all__ = [
     "open_async",
     "specs",
 ]
+# And every error, as the errors module's __all__ lists them.
+__all__ += errors.__all__

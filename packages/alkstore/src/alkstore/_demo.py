@@ -112,18 +112,18 @@ class _Demo:
     def run(self) -> None:
         print(f"alkstore demo on {redact_url(self.store.url)}")
         self.schema()
-        if Capability.QUEUES in self.caps:
-            self.jobs()
-        if Capability.OUTBOX in self.caps:
-            self.outbox()
-        if Capability.STREAMS in self.caps:
-            self.streams()
-        if Capability.LOCKS in self.caps:
-            self.locks()
-        if Capability.SCHEDULER in self.caps:
-            self.scheduler()
-        if Capability.NOTIFICATIONS in self.caps:
-            self.notifications()
+        # Each part shows one capability, and runs only where the engine has it.
+        parts = {
+            Capability.QUEUES: self.jobs,
+            Capability.OUTBOX: self.outbox,
+            Capability.STREAMS: self.streams,
+            Capability.LOCKS: self.locks,
+            Capability.SCHEDULER: self.scheduler,
+            Capability.NOTIFICATIONS: self.notifications,
+        }
+        for capability, part in parts.items():
+            if capability in self.caps:
+                part()
 
     # -- SQL of the demo's business table, in the driver's dialect
     def _sql(self, text: str) -> str | None:

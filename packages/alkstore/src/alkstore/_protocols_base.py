@@ -6,12 +6,12 @@ module); this one holds what is the same on the sync and the async face.
 
 from __future__ import annotations
 
-from enum import Enum
+from ._strenum import StrEnum
 
 __all__ = ["Capability"]
 
 
-class Capability(str, Enum):
+class Capability(StrEnum):
     """What an engine declares it supports (CF-1). An operation of an
     undeclared capability raises :class:`~alkstore.errors.UnsupportedOperation`."""
 
@@ -29,6 +29,3 @@ class Capability(str, Enum):
     BOUNDED_QUEUES = "bounded_queues"
     GROUPS = "groups"
     RATE_LIMITS = "rate_limits"
-
-    def __str__(self) -> str:
-        return self.value

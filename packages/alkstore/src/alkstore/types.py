@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from enum import Enum
 from typing import Any
 
+from ._strenum import StrEnum
 from .errors import InvalidArgument
 from .names import validate_name
 
@@ -112,7 +112,7 @@ def _set(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, name, value)
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     """Where a job is in its life: ``pending -> processing -> dead``.
 
     ``ack`` and ``cancel`` delete the row, so a finished job has no state.
@@ -121,9 +121,6 @@ class JobState(str, Enum):
     PENDING = "pending"
     PROCESSING = "processing"
     DEAD = "dead"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,16 @@ from .listener import QueueListener
 from .listener_async import AsyncQueueListener
 from .native import unwrap
 from .outbox_base import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
-from .prepare import check_bool_option, check_sql_args, parse_bool_option
+from .prepare import (
+    check_bool_option,
+    check_sql_args,
+    check_url_text,
+    parse_bool_option,
+    parse_option,
+)
 from .rows import *  # noqa: F403  (its __all__: the seam's named rows)
+from .runners import run_plan
+from .runners_async import run_plan_async
 from .schedules import SCHEDULER_LOCK, SCHEDULES_WAKE_KEY
 from .seam import Executor, NoteSink
 from .seam_async import AsyncExecutor
@@ -65,10 +73,15 @@ __all__ = [
     "WakeBoard",
     "check_bool_option",
     "check_sql_args",
+    "check_url_text",
     "outbox_queue_name",
     "parse_bool_option",
+    "parse_option",
+    "run_plan",
+    "run_plan_async",
     "unwrap",
 ]
+# And every named row of the seam, as rows.__all__ lists them.
 __all__ += rows.__all__
 
 #: Every capability; the in-repo engines declare them all.

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from alkstore._acompat import Event
 
+from .named import NamedHandle
 from .outbox_base import check_deliver, handler_for
 
 if TYPE_CHECKING:
@@ -17,24 +18,17 @@ if TYPE_CHECKING:
 __all__ = ["KitOutbox"]
 
 
-class KitOutbox:
+class KitOutbox(NamedHandle):
     """An :class:`~alkstore.protocols.Outbox` over its backing queue."""
 
     def __init__(self, name: str, queue: KitQueue) -> None:
-        self._name = name
+        super().__init__(name)
         self._queue = queue
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._name!r})"
-
-    @property
-    def name(self) -> str:
-        """The outbox's name (its queue is ``OUTBOX_PREFIX + name``)."""
-        return self._name
 
     @property
     def queue(self) -> KitQueue:
-        """The backing queue, for stats, dead letters and redrive."""
+        """The backing queue (``OUTBOX_PREFIX + name``), for stats, dead
+        letters and redrive."""
         return self._queue
 
     def put(self, payload: Any, tx: object | None = None) -> int:

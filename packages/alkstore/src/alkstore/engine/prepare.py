@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timezone
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "check_schedule_args",
     "check_sql_args",
     "check_unique_key",
+    "check_url_text",
     "check_wait",
     "check_worker_id",
     "clean_text",
@@ -44,6 +45,7 @@ __all__ = [
     "default_owner",
     "encode_enqueue_opts",
     "parse_bool_option",
+    "parse_option",
     "prepare_job",
 ]
 
@@ -259,6 +261,37 @@ def parse_bool_option(name: str, text: str) -> bool:
     if value is None:
         raise InvalidArgument(f"{name} must be true, false, 1 or 0, not {text!r}")
     return value
+
+
+def parse_option(name: str, text: str, kind: Callable[[str], Any]) -> Any:
+    """An engine option *name* as a URL's query string spells it, turned into
+    its *kind* (``bool`` by :func:`parse_bool_option`). A text *kind* refuses,
+    or a float that is not finite, is an :class:`InvalidArgument` (EN-3).
+
+    >>> parse_option("poll_s", "0.5", float)
+    0.5
+    """
+    if kind is bool:
+        return parse_bool_option(name, text)
+    try:
+        value = kind(text)
+    except ValueError as exc:  # int() of 5,000 digits included
+        raise InvalidArgument(f"bad value for engine option {name}: {text!r}") from exc
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidArgument(f"bad value for engine option {name}: {text!r}")
+    return value
+
+
+def check_url_text(text: str, what: str) -> None:
+    """Refuse *text*, a store URL or a part of one, that no driver can take:
+    one that holds a NUL character or is not valid text (a lone surrogate).
+    *what* names it in the error (EN-3)."""
+    if "\x00" in text:
+        raise InvalidArgument(f"{what} cannot hold a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"{what} must be valid text") from exc
 
 
 def check_bool_option(name: str, value: object) -> bool:

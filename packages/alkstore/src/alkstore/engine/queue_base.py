@@ -14,6 +14,7 @@ from alkstore.types import EnqueueOpts, JobState, QueueOpts, check_duration, che
 
 from .faces import FaceMark, check_face
 from .jobs_base import JobData, handle_of
+from .named import NamedHandle
 from .prepare import (
     MAX_CLAIM_BATCH,
     check_ids,
@@ -123,23 +124,18 @@ def rate_pause(ready_in: float | None, rate: RateSpec | None) -> float | None:
     return max(ready_in, min(rate.interval_s, 1.0))
 
 
-class QueueBase(FaceMark):
+class QueueBase(FaceMark, NamedHandle):
     """Name, opts and the checks both faces share."""
 
     _face_method = "claim_batch"
 
     def __init__(self, name: str, opts: QueueOpts) -> None:
-        self._name = name
+        super().__init__(name)
         self._opts = opts
         self._names = (name,)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._name!r}, {self._opts!r})"
-
-    @property
-    def name(self) -> str:
-        """The queue's name."""
-        return self._name
 
     @property
     def opts(self) -> QueueOpts:

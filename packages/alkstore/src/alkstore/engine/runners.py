@@ -12,7 +12,7 @@ between the faces: the sync runners are generated from these.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from alkstore._acompat import Event, event_wait
@@ -44,9 +44,10 @@ from .wakes import (
     WakeBoard,
 )
 
-__all__ = ["run_blocking", "run_leader"]
+__all__ = ["run_blocking", "run_leader", "run_plan"]
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 _SCHEDULER_KEYS = (SCHEDULES_WAKE_KEY,)
 
@@ -121,6 +122,40 @@ def run_leader(
             elif wakes.wait(_SCHEDULER_KEYS, seen, min(remaining, CLOSE_CHECK_S)):
                 return
 
+    def perform(step: Any) -> Any:
+        if step is SHOULD_STOP:
+            return stopping()
+        if isinstance(step, Acquire):
+            return acquire(step.ttl_s, step.owner)
+        if isinstance(step, Renew):
+            return step.lock.renew()
+        if step is LEADER_GENERATION:
+            return wakes.generation(_SCHEDULER_KEYS)
+        if step is TICK:
+            return tick()
+        if step is NEXT_FIRE:
+            return next_fire()
+        if isinstance(step, Pause):
+            sleep(step.seconds, step.seen)
+        elif isinstance(step, Rest):
+            sleep(step.seconds, None)
+        elif isinstance(step, Release):
+            return step.lock.release()
+        return None
+
+    run_plan(plan, perform, (TransientError, StoreClosed))
+
+
+def run_plan(
+    plan: Generator[S, Any, None],
+    perform: Callable[[S], Any],
+    thrown: tuple[type[BaseException], ...],
+) -> None:
+    """Run *plan* to its end: *perform* carries out each step it yields and
+    the result is sent back. An error of one of the *thrown* kinds is thrown
+    into the plan instead, for the plan to decide what follows; any other
+    error ends the run. For plans that outlive failures, such as the
+    scheduler's leader loop and an engine's listener connection."""
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -130,23 +165,6 @@ def run_leader(
             return
         value, error = None, None
         try:
-            if step is SHOULD_STOP:
-                value = stopping()
-            elif isinstance(step, Acquire):
-                value = acquire(step.ttl_s, step.owner)
-            elif isinstance(step, Renew):
-                value = step.lock.renew()
-            elif step is LEADER_GENERATION:
-                value = wakes.generation(_SCHEDULER_KEYS)
-            elif step is TICK:
-                value = tick()
-            elif step is NEXT_FIRE:
-                value = next_fire()
-            elif isinstance(step, Pause):
-                sleep(step.seconds, step.seen)
-            elif isinstance(step, Rest):
-                sleep(step.seconds, None)
-            elif isinstance(step, Release):
-                value = step.lock.release()
-        except (TransientError, StoreClosed) as exc:
+            value = perform(step)
+        except thrown as exc:
             error = exc

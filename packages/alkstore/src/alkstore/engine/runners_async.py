@@ -12,7 +12,7 @@ between the faces: the sync runners are generated from these.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from alkstore._acompat import AEvent, aevent_wait
@@ -44,9 +44,10 @@ from .wakes import (
     WakeBoard,
 )
 
-__all__ = ["run_blocking_async", "run_leader_async"]
+__all__ = ["run_blocking_async", "run_leader_async", "run_plan_async"]
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 _SCHEDULER_KEYS = (SCHEDULES_WAKE_KEY,)
 
@@ -121,6 +122,40 @@ async def run_leader_async(
             elif await wakes.wait_async(_SCHEDULER_KEYS, seen, min(remaining, CLOSE_CHECK_S)):
                 return
 
+    async def perform(step: Any) -> Any:
+        if step is SHOULD_STOP:
+            return stopping()
+        if isinstance(step, Acquire):
+            return await acquire(step.ttl_s, step.owner)
+        if isinstance(step, Renew):
+            return await step.lock.renew()
+        if step is LEADER_GENERATION:
+            return wakes.generation(_SCHEDULER_KEYS)
+        if step is TICK:
+            return await tick()
+        if step is NEXT_FIRE:
+            return await next_fire()
+        if isinstance(step, Pause):
+            await sleep(step.seconds, step.seen)
+        elif isinstance(step, Rest):
+            await sleep(step.seconds, None)
+        elif isinstance(step, Release):
+            return await step.lock.release()
+        return None
+
+    await run_plan_async(plan, perform, (TransientError, StoreClosed))
+
+
+async def run_plan_async(
+    plan: Generator[S, Any, None],
+    perform: Callable[[S], Awaitable[Any]],
+    thrown: tuple[type[BaseException], ...],
+) -> None:
+    """Run *plan* to its end: *perform* carries out each step it yields and
+    the result is sent back. An error of one of the *thrown* kinds is thrown
+    into the plan instead, for the plan to decide what follows; any other
+    error ends the run. For plans that outlive failures, such as the
+    scheduler's leader loop and an engine's listener connection."""
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -130,23 +165,6 @@ async def run_leader_async(
             return
         value, error = None, None
         try:
-            if step is SHOULD_STOP:
-                value = stopping()
-            elif isinstance(step, Acquire):
-                value = await acquire(step.ttl_s, step.owner)
-            elif isinstance(step, Renew):
-                value = await step.lock.renew()
-            elif step is LEADER_GENERATION:
-                value = wakes.generation(_SCHEDULER_KEYS)
-            elif step is TICK:
-                value = await tick()
-            elif step is NEXT_FIRE:
-                value = await next_fire()
-            elif isinstance(step, Pause):
-                await sleep(step.seconds, step.seen)
-            elif isinstance(step, Rest):
-                await sleep(step.seconds, None)
-            elif isinstance(step, Release):
-                value = await step.lock.release()
-        except (TransientError, StoreClosed) as exc:
+            value = await perform(step)
+        except thrown as exc:
             error = exc

@@ -7,26 +7,19 @@ from typing import Any
 
 from alkstore.names import encode_payload, validate_key, validate_name
 
+from .named import NamedHandle
 from .prepare import check_limit, check_offset
 
 __all__ = ["StreamBase"]
 
 
-class StreamBase:
+class StreamBase(NamedHandle):
     """What both faces of a stream handle share: the name and the argument
     checks."""
 
     def __init__(self, name: str) -> None:
-        self._name = name
+        super().__init__(name)
         self._keys = ("stream:" + name,)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._name!r})"
-
-    @property
-    def name(self) -> str:
-        """The stream's name."""
-        return self._name
 
     @staticmethod
     def _publish_args(payload: Any, key: object) -> tuple[str, str | None]:

@@ -19,8 +19,11 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from alkstore.errors import InvalidArgument
 
+from ._closing import Closing
+
 __all__ = [
     "HTTPService",
+    "ServedApp",
     "StartResponse",
     "WSGIApp",
     "WSGIEnviron",
@@ -97,7 +100,7 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
-class HTTPService:
+class HTTPService(Closing):
     """A running server: :attr:`url` is where it listens; :meth:`close`
     stops it and waits for its thread."""
 
@@ -125,11 +128,25 @@ class HTTPService:
         self._server.server_close()
         self._thread.join()
 
-    def __enter__(self) -> HTTPService:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+class ServedApp(Closing):
+    """What an app served by an :class:`HTTPService` shows of it: its
+    :attr:`port`; :meth:`close` stops the service, then runs *on_close*
+    (whatever else the app's owner must stop)."""
+
+    def __init__(self, service: HTTPService, on_close: Callable[[], None] = lambda: None) -> None:
+        self._service = service
+        self._on_close = on_close
+
+    @property
+    def port(self) -> int:
+        return self._service.port
+
+    def close(self) -> None:
+        try:
+            self._service.close()
+        finally:
+            self._on_close()
 
 
 def serve_wsgi(app: WSGIApp, host: str, port: int, name: str = "alkstore-http") -> HTTPService:

@@ -38,16 +38,17 @@ import time
 import weakref
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from enum import Enum
-from types import TracebackType
 from typing import Protocol
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from alkstore._strenum import StrEnum
 from alkstore.errors import InvalidArgument
 from alkstore.protocols import Store
 from alkstore.types import QueueStats
+
+from ._closing import Closing
 
 __all__ = [
     "DEPTH_STATES",
@@ -101,7 +102,7 @@ def _version() -> str:
     return __version__
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """How the worker finished with a job (the ``outcome`` attribute).
 
     - ``acked``: the handler returned and the ack landed.
@@ -120,9 +121,6 @@ class Outcome(str, Enum):
     DEAD = "dead"
     TIMEOUT = "timeout"
     LOST = "lost"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _OUTCOMES: dict[str, str] = {o.value: o.value for o in Outcome}
@@ -353,7 +351,7 @@ def _gauges_for(provider: MeterProvider) -> _DepthGauges:
         return gauges
 
 
-class StoreObservation:
+class StoreObservation(Closing):
     """A store feeding the depth gauges; :meth:`close` (or ``with``) stops it.
     :attr:`sampler` is the shared read, for callers that show the counts too."""
 
@@ -363,17 +361,6 @@ class StoreObservation:
 
     def close(self) -> None:
         self._gauges.remove(self.sampler)
-
-    def __enter__(self) -> StoreObservation:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def observe_store(

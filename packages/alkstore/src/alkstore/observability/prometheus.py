@@ -33,7 +33,14 @@ from alkstore.protocols import Store
 from alkstore.types import QueueStats
 
 from . import metrics as _metrics
-from ._http import HTTPService, StartResponse, WSGIApp, WSGIEnviron, parse_bind, serve_wsgi
+from ._http import (
+    ServedApp,
+    StartResponse,
+    WSGIApp,
+    WSGIEnviron,
+    parse_bind,
+    serve_wsgi,
+)
 from .metrics import SECONDS_BUCKETS, DepthSampler, Outcome, depth_values, oldest_ready_age_s
 
 __all__ = [
@@ -298,34 +305,14 @@ def _plain(start_response: StartResponse, status: str, text: str, **headers: str
     return [body]
 
 
-class MetricsServer:
+class MetricsServer(ServedApp):
     """A running ``/metrics`` endpoint; :meth:`close` stops it (and, for a
     worker endpoint, stops feeding its registry)."""
-
-    def __init__(self, service: HTTPService, on_close: Callable[[], None] = lambda: None) -> None:
-        self._service = service
-        self._on_close = on_close
 
     @property
     def url(self) -> str:
         """``http://host:port/metrics``."""
         return f"{self._service.url}/metrics"
-
-    @property
-    def port(self) -> int:
-        return self._service.port
-
-    def close(self) -> None:
-        try:
-            self._service.close()
-        finally:
-            self._on_close()
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _bind(bind: str | tuple[str, int]) -> tuple[str, int]:

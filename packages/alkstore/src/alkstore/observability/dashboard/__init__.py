@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from alkstore.observability import metrics as _metrics
-from alkstore.observability._http import HTTPService, parse_bind, serve_wsgi
+from alkstore.observability._http import HTTPService, ServedApp, parse_bind, serve_wsgi
 from alkstore.protocols import Store
 from alkstore.types import check_duration, check_int
 
@@ -33,7 +33,7 @@ __all__ = ["DEFAULT_BIND", "DashboardServer", "serve_dashboard"]
 DEFAULT_BIND = "127.0.0.1:8765"
 
 
-class DashboardServer:
+class DashboardServer(ServedApp):
     """A running dashboard: :attr:`url`, :attr:`login_url` (with the
     token), :meth:`close`."""
 
@@ -44,7 +44,7 @@ class DashboardServer:
         sampler: Sampler,
         observation: _metrics.StoreObservation,
     ) -> None:
-        self._service = service
+        super().__init__(service, self._stop_reading)
         self._guard = guard
         self._sampler = sampler
         self._observation = observation
@@ -62,26 +62,14 @@ class DashboardServer:
         return self._guard.token
 
     @property
-    def port(self) -> int:
-        return self._service.port
-
-    @property
     def public(self) -> bool:
         """Bound beyond localhost: every page needs the token."""
         return self._guard.public
 
-    def close(self) -> None:
-        try:
-            self._service.close()
-        finally:
-            self._sampler.stop()
-            self._observation.close()
-
-    def __enter__(self) -> DashboardServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _stop_reading(self) -> None:
+        # Once the pages are no longer served: nothing reads the store.
+        self._sampler.stop()
+        self._observation.close()
 
 
 def serve_dashboard(

@@ -70,6 +70,10 @@ class _Response:
         self.headers = list(headers)
 
 
+#: What serves one route: the request's environ and session to a response.
+_Handler = Callable[[WSGIEnviron, Session | None], _Response]
+
+
 def _redirect(location: str, *headers: tuple[str, str]) -> _Response:
     return _Response("303 See Other", "", [("Location", location), *headers])
 
@@ -95,14 +99,14 @@ class DashboardApp:
         self._sampler = sampler
         self._every_s = every_s
         self._refresh_s = refresh_s
-        self._routes: dict[tuple[str, str], Callable[[WSGIEnviron, Session | None], _Response]] = {
+        self._routes: dict[tuple[str, str], _Handler] = {
             ("GET", "/"): self._overview,
             ("GET", "/queue"): self._queue_page,
             ("POST", "/queue/redrive"): self._redrive,
             ("POST", "/queue/purge"): self._purge,
-            ("GET", "/schedules"): self._schedules,
-            ("GET", "/streams"): self._streams,
-            ("GET", "/locks"): self._locks,
+            ("GET", "/schedules"): self._listing("Schedules", self._schedules_body),
+            ("GET", "/streams"): self._listing("Streams", self._streams_body),
+            ("GET", "/locks"): self._listing("Locks", self._locks_body),
             ("GET", "/login"): self._login_form,
             ("POST", "/login"): self._login,
             ("POST", "/logout"): self._logout,
@@ -268,26 +272,29 @@ class DashboardApp:
         )
         return self._page("200 OK", f"Queue {name}", body, active="/", session=session)
 
-    def _schedules(self, environ: WSGIEnviron, session: Session | None) -> _Response:
-        try:
-            body = _pages.schedules_body(self._store.schedules(), datetime.now(timezone.utc))
-        except AlkstoreError as exc:
-            body = self._read_failed("Schedules", exc)
-        return self._page("200 OK", "Schedules", body, active="/schedules", session=session)
+    def _listing(self, title: str, render: Callable[[], str]) -> _Handler:
+        """The handler of a page that only lists what *render* reads (at the
+        path that is its *title* in lower case); a read that fails is said on
+        the page in place of the list."""
+        active = f"/{title.lower()}"
 
-    def _streams(self, environ: WSGIEnviron, session: Session | None) -> _Response:
-        try:
-            body = _pages.streams_body(self._store.stream_stats())
-        except AlkstoreError as exc:
-            body = self._read_failed("Streams", exc)
-        return self._page("200 OK", "Streams", body, active="/streams", session=session)
+        def page(environ: WSGIEnviron, session: Session | None) -> _Response:
+            try:
+                body = render()
+            except AlkstoreError as exc:
+                body = self._read_failed(title, exc)
+            return self._page("200 OK", title, body, active=active, session=session)
 
-    def _locks(self, environ: WSGIEnviron, session: Session | None) -> _Response:
-        try:
-            body = _pages.locks_body(self._store.held_locks(), datetime.now(timezone.utc))
-        except AlkstoreError as exc:
-            body = self._read_failed("Locks", exc)
-        return self._page("200 OK", "Locks", body, active="/locks", session=session)
+        return page
+
+    def _schedules_body(self) -> str:
+        return _pages.schedules_body(self._store.schedules(), datetime.now(timezone.utc))
+
+    def _streams_body(self) -> str:
+        return _pages.streams_body(self._store.stream_stats())
+
+    def _locks_body(self) -> str:
+        return _pages.locks_body(self._store.held_locks(), datetime.now(timezone.utc))
 
     # ------------------------------------------------------------ sessions
 
