@@ -14,13 +14,24 @@ from pathlib import Path
 
 import pytest
 
+import alkstore
+from alkstore import Store
+
 ENGINES = ["sqlite", "postgres"]
 
 
 @pytest.fixture
 def url(tmp_path: Path) -> str:
-    """A store URL on a fresh SQLite file in the test's directory."""
+    """A store URL on a fresh SQLite file in the test's directory (each
+    engine's, in the observability tests)."""
     return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    """An open store (schema created) at *url*."""
+    with alkstore.open(url) as opened:
+        yield opened
 
 
 @pytest.fixture(autouse=True)

@@ -437,17 +437,29 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_queues(args: argparse.Namespace) -> int:
+def _listing_command(
+    args: argparse.Namespace,
+    read: Callable[[Store], Sequence[T]],
+    none: str,
+    headers: Sequence[str],
+    row: Callable[[T], Sequence[object]],
+) -> int:
+    """A read-only listing: what *read* returns from the store, printed by
+    :func:`_print_listing`."""
     with _store(args, read_only=True) as store:
-        stats = store.queue_stats()
-    _print_listing(
+        items = read(store)
+    _print_listing(args, items, none, headers, row)
+    return EXIT_OK
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    return _listing_command(
         args,
-        stats,
+        lambda store: store.queue_stats(),
         "(no queues)",
         ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD"],
         lambda s: [s.queue, s.pending, s.scheduled, s.processing, s.dead],
     )
-    return EXIT_OK
 
 
 def _job_row(info: JobInfo, now: datetime) -> list[object]:
@@ -600,11 +612,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
-    with _store(args, read_only=True) as store:
-        schedules = store.schedules()
-    _print_listing(
+    return _listing_command(
         args,
-        schedules,
+        lambda store: store.schedules(),
         "(no schedules)",
         ["NAME", "SPEC", "TZ", "QUEUE", "NEXT_FIRE", "LAST_FIRE", "PAYLOAD"],
         lambda s: [
@@ -617,7 +627,6 @@ def cmd_schedules(args: argparse.Namespace) -> int:
             _payload_text(s.payload, 40),
         ],
     )
-    return EXIT_OK
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
@@ -1032,31 +1041,30 @@ def _build_parser() -> _Parser:
     _queue_option(p, needed=False)
     p.add_argument("--all", action="store_true", help="every queue (no --queue then)")
 
-    confirm_opts = _Parser(add_help=False)
-    confirm_opts.add_argument(
+    # redrive and purge: the dead letters of a queue (or an outbox), by id or all.
+    dead_opts = _CommandParser(add_help=False)
+    _queue_option(dead_opts, word=False)
+    dead_opts.add_argument(
         "--outbox", metavar="NAME", help="the dead letters of outbox NAME (no --queue then)"
     )
-    confirm_opts.add_argument("--yes", action="store_true", help="do not ask before --all")
+    dead_opts.add_argument("target", nargs="*", metavar="ID", help="job ids")
+    dead_opts.add_argument(
+        "--all", action="store_true", help="every dead job of the queue (asks first)"
+    )
+    dead_opts.add_argument("--yes", action="store_true", help="do not ask before --all")
 
-    p = add(
+    add(
         "redrive",
         cmd_redrive,
         "move dead jobs back to pending, same ids, fresh attempts: --queue QUEUE (ID... | --all)",
-        [*both, confirm_opts],
+        [*both, dead_opts],
     )
-    _queue_option(p, word=False)
-    p.add_argument("target", nargs="*", metavar="ID", help="job ids")
-    p.add_argument("--all", action="store_true", help="every dead job of the queue (asks first)")
-
     p = add(
         "purge",
         cmd_purge,
         "delete dead jobs: --queue QUEUE (ID... | --all | --older-than 7d)",
-        [*both, confirm_opts],
+        [*both, dead_opts],
     )
-    _queue_option(p, word=False)
-    p.add_argument("target", nargs="*", metavar="ID", help="job ids")
-    p.add_argument("--all", action="store_true", help="every dead job of the queue (asks first)")
     p.add_argument(
         "--older-than",
         metavar="DURATION",
