@@ -3,15 +3,19 @@
 The store URL comes from ``--url``, else ``$ALKSTORE_URL``, else the embedded
 SQLite default ``sqlite:///alkstore.db``. Listings print a table, or JSON with
 ``--json`` (datetimes in ISO 8601). Mistakes print one line on stderr and
-exit 2 (usage, bad arguments); other failures exit 1; no tracebacks.
+exit 2 (usage, bad arguments); other failures exit 1; no tracebacks, but for
+the handler module's own when it fails to import (E-6). A queue is spelled
+``--queue`` in every subcommand; the older word form still parses.
 
 ``redrive`` and ``purge`` act on dead letters (Q-21, Q-22); ``--all`` asks
 first on a terminal and needs ``--yes`` anywhere else. ``jobs`` and ``job``
 show a pending job whose ``run_at`` is still ahead as ``scheduled``.
 
-The read-only commands (``queues``, ``jobs``, ``job``, ``schedules``) open the
-store with ``migrate=False``: they never create a database or a schema, and
-a missing or outdated one is a one-line error. Passwords in URLs are shown as
+Only ``migrate`` and ``demo`` create a store: every other command, given
+one that does not exist, is a one-line error, exit 1, and creates nothing
+(E-6, checked once in :func:`main`). The read-only commands (``queues``,
+``jobs``, ``job``, ``schedules``) open the store with ``migrate=False``: an
+outdated one is a one-line error too. Passwords in URLs are shown as
 ``***`` in every message and log line (E-4).
 """
 
