@@ -661,9 +661,9 @@ def cmd_unschedule(args: argparse.Namespace) -> int:
 
 def _dead_letter_target(store: Store, args: argparse.Namespace) -> tuple[str, Queue, list[int]]:
     """``--queue QUEUE ID...`` (or the older ``QUEUE ID...``) or ``--outbox
-    NAME ID...``: the queue's name as shown,
-    its handle, and the ids (C-2 refuses only names a consumer spells: an
-    outbox's backing queue is reached through the outbox)."""
+    NAME ID...``: the queue's name as shown, its handle, and the ids (C-2
+    refuses only names a consumer spells: an outbox's backing queue is
+    reached through the outbox)."""
     words: list[str] = list(args.target)
     if args.outbox is not None:
         if args.queue is not None:
