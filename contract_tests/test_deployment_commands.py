@@ -143,7 +143,7 @@ W_EMAILS_K8S = (
 )
 W_MAINT = "worker maintenance:sweep_all --queue maintenance --concurrency 1"
 W_MAINT_UNIT = f"{W_MAINT} --grace 25 --metrics-port 127.0.0.1:9466"
-SCHEDULE = "schedule maintenance '@every 5m' maintenance"
+SCHEDULE = "schedule maintenance '@every 5m' --queue maintenance"
 OWNER_MIGRATE = "--url postgresql://alkstore_owner@db.internal/app migrate"
 POOLER_QUEUES = "--url 'postgresql://app@pgbouncer:6432/app?pooler=true&migrate=false' queues"
 
@@ -161,7 +161,7 @@ COMMANDS = {
     "metrics --serve 0.0.0.0:9464": "test_metrics_and_listing_commands_show_the_queues",
     "metrics": "test_metrics_and_listing_commands_show_the_queues",
     "queues": "test_metrics_and_listing_commands_show_the_queues",
-    "jobs emails --state dead": "test_metrics_and_listing_commands_show_the_queues",
+    "jobs --queue emails --state dead": "test_metrics_and_listing_commands_show_the_queues",
     POOLER_QUEUES: "test_pooler_command_lists_the_queues",
 }
 
@@ -432,7 +432,7 @@ def test_metrics_and_listing_commands_show_the_queues(site: Site) -> None:
     assert job is not None and job.fail("undeliverable")
     listing = site.run("queues").stdout
     assert re.search(r"^emails\s+1\s+0\s+0\s+1\b", listing, re.M), listing
-    dead = site.run("jobs emails --state dead").stdout
+    dead = site.run("jobs --queue emails --state dead").stdout
     assert "undeliverable" in dead
     once = site.run("metrics").stdout
     served = site.start("metrics --serve 0.0.0.0:9464")

@@ -7,11 +7,13 @@ stopped with SIGTERM as an init system would.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -19,7 +21,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -44,15 +46,6 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
     code, out, err = run(capsys, *argv, "--json")
     assert (code, err) == (0, ""), err
     return json.loads(out)
-
-
-@pytest.fixture
-def store(url: str) -> Iterator[Store]:
-    opened = alkstore.open(url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def eventually(probe: Callable[[], Any], timeout_s: float = 20.0) -> Any:
@@ -105,6 +98,82 @@ def test_migrate_creates_the_schema_and_names_the_engine(
     assert "queues" in data["capabilities"]
 
 
+def _older_schema(url: str) -> None:
+    """Make the store at *url* as a release with schema version 1 left it."""
+    if url.startswith("sqlite"):
+        from alkstore_sqlite import _sql as sqlite_sql
+
+        path = url.removeprefix("sqlite:///")
+        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+            for statement in sqlite_sql.MIGRATIONS[1]:
+                conn.execute(statement)
+            conn.execute(sqlite_sql.SET_VERSION, {"version": "1"})
+        return
+    import psycopg
+
+    from alkstore_postgres._sql import Statements
+    from alkstore_postgres._url import parse_url as pg_parse
+
+    parsed = pg_parse(url)
+    st = Statements(parsed.options["schema"])
+    with psycopg.connect(parsed.conninfo, autocommit=True) as conn:
+        conn.execute(st.create_schema, {})
+        for statement in st.migrations[1]:
+            conn.execute(statement, {})
+        conn.execute(st.set_version, {"version": "1"})
+
+
+@pytest.mark.clause("E-6")
+def test_migrate_says_whether_it_created_upgraded_or_found_the_schema_up_to_date(
+    capsys: pytest.CaptureFixture[str], engine_url: str
+) -> None:
+    """E-6: ``migrate`` reports what it did, on each engine."""
+    version = _engine_schema_version(engine_url)
+    code, out, err = run(capsys, "--url", engine_url, "migrate")
+    assert (code, err) == (0, "")
+    assert out.startswith(f"created the schema (version {version}): ")
+    code, out, err = run(capsys, "--url", engine_url, "migrate")
+    assert (code, err) == (0, "")
+    assert out.startswith(f"the schema is up to date (version {version}): ")
+    data = run_json(capsys, "--url", engine_url, "migrate")
+    assert (data["migration"], data["from_version"], data["version"]) == (
+        "up-to-date",
+        version,
+        version,
+    )
+
+
+@pytest.mark.clause("E-6")
+def test_migrate_says_from_which_version_it_upgraded(
+    capsys: pytest.CaptureFixture[str], engine_url: str
+) -> None:
+    version = _engine_schema_version(engine_url)
+    _older_schema(engine_url)
+    code, out, err = run(capsys, "--url", engine_url, "migrate")
+    assert (code, err) == (0, "")
+    assert out.startswith(f"upgraded the schema from version 1 to {version}: ")
+    assert run_json(capsys, "--url", engine_url, "migrate")["migration"] == "up-to-date"
+
+
+@pytest.mark.clause("E-6")
+def test_migrate_json_reports_a_created_schema(
+    capsys: pytest.CaptureFixture[str], engine_url: str
+) -> None:
+    data = run_json(capsys, "--url", engine_url, "migrate")
+    version = _engine_schema_version(engine_url)
+    assert (data["migration"], data["from_version"], data["version"]) == ("created", 0, version)
+
+
+def _engine_schema_version(url: str) -> int:
+    if url.startswith("sqlite"):
+        from alkstore_sqlite._sql import SCHEMA_VERSION as SQLITE_VERSION
+
+        return SQLITE_VERSION
+    from alkstore_postgres._schema import SCHEMA_VERSION as PG_VERSION
+
+    return PG_VERSION
+
+
 def test_url_comes_from_the_environment(
     capsys: pytest.CaptureFixture[str], url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,22 +195,8 @@ def test_default_url_is_sqlite_in_the_working_directory(
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--help")
     assert code == 0
-    for command in (
-        "demo",
-        "migrate",
-        "queues",
-        "jobs",
-        "job",
-        "enqueue",
-        "cancel",
-        "sweep",
-        "redrive",
-        "purge",
-        "worker",
-        "schedules",
-        "scheduler",
-    ):
-        assert command in out
+    listed = {m.group(1) for m in re.finditer(r"^    (\S+)", out, re.MULTILINE)}
+    assert listed == _subcommands()
 
 
 # -------------------------------------------------------------------- queues
@@ -481,6 +536,93 @@ def test_read_only_commands_refuse_a_database_without_the_schema(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
+#: One command line of every command that needs an existing store (E-6):
+#: all but ``migrate`` and ``demo``.
+EXISTING_STORE_COMMANDS: dict[str, list[str]] = {
+    "queues": ["queues"],
+    "jobs": ["jobs", "--queue", "q"],
+    "job": ["job", "--queue", "q", "1"],
+    "enqueue": ["enqueue", "--queue", "q", "{}"],
+    "cancel": ["cancel", "--queue", "q", "1"],
+    "sweep": ["sweep", "--all"],
+    "redrive": ["redrive", "emails", "--all", "--yes"],
+    "purge": ["purge", "--queue", "q", "--all", "--yes"],
+    "worker": ["worker", "json:dumps", "--queue", "q"],
+    "metrics": ["metrics"],
+    "dashboard": ["dashboard", "--bind", "127.0.0.1:0"],
+    "schedules": ["schedules"],
+    "schedule": ["schedule", "s", "@daily", "--queue", "q"],
+    "unschedule": ["unschedule", "s"],
+    "scheduler": ["scheduler"],
+}
+
+
+def _subcommands() -> set[str]:
+    from alkstore import cli
+
+    parser = cli._build_parser()
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(found[0].choices)
+
+
+def test_every_command_but_migrate_and_demo_needs_an_existing_store() -> None:
+    assert _subcommands() == {*EXISTING_STORE_COMMANDS, "migrate", "demo"}
+
+
+@pytest.mark.clause("E-6")
+@pytest.mark.parametrize("argv", EXISTING_STORE_COMMANDS.values(), ids=EXISTING_STORE_COMMANDS)
+def test_commands_on_a_store_that_does_not_exist_create_nothing(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    """E-6: a mistyped SQLite path (or the default one, absent) is one line
+    naming it, pointing at ``alkstore migrate``, exit 1, and no new file."""
+    monkeypatch.chdir(tmp_path)
+    for url, path in ((f"sqlite:///{tmp_path / 'typo.db'}", str(tmp_path / "typo.db")),
+                      (None, "alkstore.db")):  # fmt: skip
+        code, out, err = run(capsys, *(["--url", url] if url else []), *argv)
+        assert (code, out) == (1, ""), err
+        assert_one_error_line(err)
+        assert f"'{path}'" in err
+        assert "`alkstore migrate` creates one" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.clause("E-6")
+def test_a_write_on_a_postgres_schema_that_does_not_exist_creates_nothing(
+    pg_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import uuid
+
+    import psycopg
+
+    schema = f"alkt_absent_{uuid.uuid4().hex[:8]}"
+    sep = "&" if "?" in pg_server else "?"
+    url = f"{pg_server}{sep}schema={schema}"
+    for argv in (["enqueue", "--queue", "q", "1"], ["sweep", "--all"], ["unschedule", "s"]):
+        code, out, err = run(capsys, "--url", url, *argv)
+        assert (code, out) == (1, ""), err
+        assert_one_error_line(err)
+        assert f"schema '{schema}'" in err and "`alkstore migrate` creates one" in err
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    assert found is None
+
+
+@pytest.mark.clause("E-6")
+def test_a_write_command_still_upgrades_an_older_store(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    """An existing store of an older schema is a store: a write upgrades it
+    as before (only a store that does not exist is refused)."""
+    _older_schema(url)
+    code, _, err = run(capsys, "--url", url, "enqueue", "--queue", "q", "1")
+    assert (code, err) == (0, "")
+    assert run_json(capsys, "--url", url, "migrate")["migration"] == "up-to-date"
+
+
 def test_version_names_the_contract_and_the_installed_engines(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -575,7 +717,6 @@ ERROR_CASES: list[tuple[list[str], int]] = [
     (["--url", "{url}", "worker", "json:__name__", "--queue", "q"], 2),
     (["--url", "{url}", "worker", "json:dumps"], 2),
     (["--url", "{url}", "worker", "json:dumps", "--queue", "q", "--concurrency", "0"], 2),
-    (["--url", "{url}", "worker", "broken_handlers:handle", "--queue", "q"], 1),
     (["--url", "{url}", "scheduler", "--lock-ttl", "0"], 2),
     (["--url", "{url}", "redrive"], 2),
     (["--url", "{url}", "redrive", "q"], 2),
@@ -603,14 +744,14 @@ ERROR_CASES: list[tuple[list[str], int]] = [
 def test_mistakes_print_one_line_and_exit_non_zero(
     capsys: pytest.CaptureFixture[str],
     url: str,
+    store: Store,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     argv: list[str],
     status: int,
 ) -> None:
+    """On an existing store (``{url}``), each mistake is one line."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / "broken_handlers.py").write_text("raise RuntimeError('missing setting')\n")
     args = [a.replace("{url}", url).replace("{tmp}", str(tmp_path)) for a in argv]
     code, out, err = run(capsys, *args)
     assert code == status, err
@@ -940,3 +1081,158 @@ def test_scheduler_command_logs_fires_and_leader_changes(
     assert "scheduler sched-b: leader" in standby_err
     assert "schedule tick fired for" in standby_err
     assert "Traceback" not in leader_err + standby_err
+
+
+# ------------------------------------------------------- one spelling of a queue
+
+#: Each command that names a queue, with its --help usage line's words.
+QUEUE_COMMANDS = [
+    "jobs",
+    "job",
+    "enqueue",
+    "cancel",
+    "sweep",
+    "redrive",
+    "purge",
+    "worker",
+    "schedule",
+]
+
+
+@pytest.mark.parametrize("command", QUEUE_COMMANDS)
+def test_help_shows_the_queue_as_the_queue_option(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0
+    usage = out.split("\n\n")[0]
+    assert "--queue QUEUE" in usage
+    assert re.search(r"(?<!--queue )\bQUEUE\b", usage) is None, usage
+    assert "--queue QUEUE" in out.split("options:")[1]
+
+
+def test_queue_commands_take_queue_or_the_older_word(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    """Every command spells the queue ``--queue``; where a command took it as
+    a word before, that still works (a user's scripts)."""
+    new = run_json(capsys, "--url", url, "enqueue", "--queue", "q", '{"n": 1}')
+    old = run_json(capsys, "--url", url, "enqueue", "q", '{"n": 2}')
+    late = run_json(capsys, "--url", url, "enqueue", '{"n": 3}', "--queue", "q")
+    ids = [new["id"], old["id"], late["id"]]
+    assert {new["queue"], old["queue"], late["queue"]} == {"q"}
+    listed = run_json(capsys, "--url", url, "jobs", "--queue", "q")
+    assert [j["payload"] for j in listed] == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert run_json(capsys, "--url", url, "jobs", "q") == listed
+    one = run_json(capsys, "--url", url, "job", "--queue", "q", str(ids[0]))
+    assert one == run_json(capsys, "--url", url, "job", "q", str(ids[0]))
+    assert one["payload"] == {"n": 1}
+    assert run_json(capsys, "--url", url, "cancel", "--queue", "q", str(ids[0]))["cancelled"]
+    assert run_json(capsys, "--url", url, "cancel", "q", str(ids[1]))["cancelled"]
+    assert [j.id for j in store.queue("q").list_jobs(JobState.PENDING)] == [ids[2]]
+    assert run_json(capsys, "--url", url, "sweep", "--queue", "q")[0]["queue"] == "q"
+    assert run_json(capsys, "--url", url, "sweep", "q")[0]["queue"] == "q"
+
+    dead = _dead_jobs(store, "d", 3)
+    assert run_json(capsys, "--url", url, "redrive", "--queue", "d", str(dead[0]))["redriven"] == 1
+    assert run_json(capsys, "--url", url, "redrive", "d", str(dead[1]))["redriven"] == 1
+    assert run_json(capsys, "--url", url, "purge", str(dead[2]), "--queue", "d")["purged"] == 1
+
+    for argv in (
+        ["schedule", "a", "@daily", "--queue", "maint", '{"t": 1}'],
+        ["schedule", "b", "@daily", "maint", '{"t": 1}'],
+        ["schedule", "c", "@daily", '{"t": 1}', "--queue", "maint"],
+    ):
+        assert run_json(capsys, "--url", url, *argv)["queue"] == "maint"
+    assert [(s.name, s.queue, s.payload) for s in store.schedules()] == [
+        (name, "maint", {"t": 1}) for name in "abc"
+    ]
+    assert (
+        run_json(capsys, "--url", url, "schedule", "d", "@daily", "--queue", "m")["payload"] is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["schedule", "n", "@daily", "q", "--bogus"], "unrecognized arguments: --bogus"),
+        (["jobs", "--queues", "q"], "unrecognized arguments: --queues"),
+        (["jobs"], "required: --queue"),
+        (["job", "7"], "required: --queue"),
+        (["job", "--queue", "a", "b", "7"], "the queue is given twice"),
+        (["schedule", "n", "@daily", "--queue", "a", "b", "{}"], "the queue is given twice"),
+        (["worker", "json:dumps", "--queue"], "expected one argument"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_a_subcommand_mistake_points_at_that_subcommands_help(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store, argv: list[str], needle: str
+) -> None:
+    code, out, err = run(capsys, "--url", url, *argv)
+    assert (code, out) == (2, "")
+    assert_one_error_line(err)
+    assert needle in err
+    assert f"(see 'alkstore {argv[0]} --help')" in err
+
+
+# --------------------------------------------------- a handler that fails to import
+
+
+def _write_chain(directory: Path, depth: int) -> None:
+    """Modules ``chain0`` .. ``chain{depth-1}``, each importing the next; the
+    last divides by zero on its line 3."""
+    for i in range(depth - 1):
+        (directory / f"chain{i}.py").write_text(f"import chain{i + 1}  # noqa\n")
+    (directory / f"chain{depth - 1}.py").write_text('"""Broken."""\n\nSETTING = 1 / 0\n')
+
+
+@pytest.mark.clause("E-6")
+def test_a_handler_module_that_fails_to_import_shows_its_file_and_line(
+    capsys: pytest.CaptureFixture[str],
+    url: str,
+    store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """E-6: the error line, then the module's own traceback (importlib's
+    frames left out): the last frames by default, all with debug logging."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _write_chain(tmp_path, 7)
+    last = str(tmp_path / "chain6.py")
+    code, out, err = run(capsys, "--url", url, "worker", "chain0:handle", "--queue", "q")
+    assert (code, out) == (1, "")
+    first, *rest = err.splitlines()
+    assert first == (
+        "alkstore: error: importing 'chain0' failed: ZeroDivisionError: division by zero"
+    )
+    assert rest[0] == "Traceback (most recent call last, 2 earlier frame(s) not shown):"
+    at = rest.index(f'  File "{last}", line 3, in <module>')
+    assert rest[at + 1] == "    SETTING = 1 / 0"
+    assert [line for line in rest if line.startswith("  File ")] == [
+        f'  File "{tmp_path / f"chain{i}.py"}", line {3 if i == 6 else 1}, in <module>'
+        for i in range(2, 7)
+    ]
+    assert "importlib" not in err and "cli.py" not in err
+    code, _, err = run(
+        capsys, "--url", url, "worker", "chain0:handle", "--queue", "q", "--log-level", "debug"
+    )
+    assert code == 1
+    files = [line for line in err.splitlines() if line.startswith("  File ")]
+    assert len(files) == 7 and "not shown" not in err
+
+
+def test_a_handler_module_with_a_syntax_error_shows_the_line(
+    capsys: pytest.CaptureFixture[str],
+    url: str,
+    store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "typo_handlers.py").write_text("def handle(job):\n    return job.payload)\n")
+    code, out, err = run(capsys, "--url", url, "worker", "typo_handlers:handle", "--queue", "q")
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0].startswith("alkstore: error: importing 'typo_handlers' failed: SyntaxError")
+    assert f'  File "{tmp_path / "typo_handlers.py"}", line 2' in lines
+    assert "    return job.payload)" in lines

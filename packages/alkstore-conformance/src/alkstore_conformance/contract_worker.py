@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 
 from alkstore import (
+    AsyncStore,
+    AsyncWorker,
     Capability,
     EnqueueOpts,
     Fail,
@@ -55,6 +57,7 @@ from ._doubles import (
 )
 from ._factory import StoreFactory
 from ._queue_helpers import Background
+from .contract_async import ASYNC_ONLY, run_async
 from .contract_transaction import table_rows
 
 #: Visibility timeout of the heartbeat tests: it runs out several times over
@@ -1216,3 +1219,63 @@ class WorkerContract(ContractBase):
             assert job is not None, "the job left for later is not claimable at once"
             assert (job.id, job.attempts) == (job_id, 2)
             assert job.ack()
+
+    # ----------------------------------------------------- W-1 with R-1
+
+    @pytest.mark.clause("W-1", "R-1")
+    @pytest.mark.requires(Capability.RATE_LIMITS)
+    def test_run_until_empty_with_a_rate_limit_runs_every_job_paced(self, store: Store) -> None:
+        """'Empty' is no job left, not a limiter without a unit this instant:
+        12 jobs at 5 units/s (burst 1) all run, one unit each."""
+        q = store.queue(unique(), QueueOpts(visibility_timeout_s=LONG_VT_S))
+        ids = q.enqueue_many(list(range(12)))
+        limiter = store.rate_limit(unique("r"), 5, 1.0)  # a unit every 0.2 s
+        seen: list[int] = []
+        lock = threading.Lock()
+
+        def handler(job: Job) -> None:
+            with lock:
+                seen.append(job.id)
+
+        worker = Worker(store, q, handler, concurrency=4, rate_limit=limiter)
+        began = time.monotonic()
+        assert worker.run_until_empty() == 12
+        took = time.monotonic() - began
+        assert sorted(seen) == ids, "every job ran once"
+        assert q.stats() == QueueStats(q.name, 0, 0, 0, 0)
+        # The first job spends the burst's unit, each of the 11 others waits
+        # for one: paced, not 12 at once (a loaded machine only adds time).
+        assert took >= 11 * 0.2 * 0.9, f"12 jobs in {took:.2f} s at 5 units/s"
+        # An empty queue under a spent limiter is empty at once: no unit is
+        # needed to find out.
+        assert Worker(store, q, handler, rate_limit=limiter).run_until_empty() == 0
+
+    @pytest.mark.clause("A-5", "W-1", "R-1")
+    @pytest.mark.requires(Capability.RATE_LIMITS)
+    @ASYNC_ONLY
+    def test_async_run_until_empty_with_a_rate_limit_runs_every_job_paced(
+        self, store_factory: StoreFactory
+    ) -> None:
+        """The async face of the test above, on ``AsyncWorker``."""
+
+        async def body(astore: AsyncStore) -> float:
+            q = astore.queue(unique(), QueueOpts(visibility_timeout_s=LONG_VT_S))
+            ids = await q.enqueue_many(list(range(12)))
+            limiter = astore.rate_limit(unique("r"), 5, 1.0)
+            seen: list[int] = []
+
+            async def handler(job: Any) -> None:
+                seen.append(job.id)
+
+            began = time.monotonic()
+            worker = AsyncWorker(astore, q, handler, concurrency=4, rate_limit=limiter)
+            assert await worker.run_until_empty() == 12
+            took = time.monotonic() - began
+            assert sorted(seen) == ids, "every job ran once"
+            assert await q.stats() == QueueStats(q.name, 0, 0, 0, 0)
+            again = AsyncWorker(astore, q, handler, rate_limit=limiter)
+            assert await again.run_until_empty() == 0
+            return took
+
+        took = run_async(store_factory, body)
+        assert took >= 11 * 0.2 * 0.9, f"12 jobs in {took:.2f} s at 5 units/s"

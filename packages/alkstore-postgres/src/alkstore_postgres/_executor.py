@@ -68,7 +68,7 @@ from ._listen_base import ListenerCore, PollCore
 from ._ops import user_channel
 from ._options import Config
 from ._plan import Op, Progress
-from ._schema import open_plan
+from ._schema import SCHEMA_VERSION, open_plan
 from ._tx import Joined, PostgresTx, resolve_sync
 
 __all__ = ["PgExecutor"]
@@ -118,9 +118,10 @@ class PgExecutor(ExecutorBase):
         with translate_errors():
             conn = psycopg.Connection.connect(cfg.conninfo, **self._pool_kwargs())
             with conn:
-                self._store_id = drive(
+                self._store_id, found = drive(
                     conn, open_plan(self._ops.st, cfg.schema, cfg.migrate), prepare=cfg.prepare
                 )
+            self.schema_migration = (found, SCHEMA_VERSION)
             self._pool.open()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:

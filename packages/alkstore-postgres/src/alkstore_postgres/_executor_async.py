@@ -70,7 +70,7 @@ from ._listen_base import ListenerCore, PollCore
 from ._ops import user_channel
 from ._options import Config
 from ._plan import Op, Progress
-from ._schema import open_plan
+from ._schema import SCHEMA_VERSION, open_plan
 from ._tx_async import AsyncJoined, AsyncPostgresTx, resolve_async
 
 __all__ = ["AsyncPgExecutor"]
@@ -126,9 +126,10 @@ class AsyncPgExecutor(ExecutorBase):
         with translate_errors():
             conn = await psycopg.AsyncConnection.connect(cfg.conninfo, **self._pool_kwargs())
             async with conn:
-                self._store_id = await drive_async(
+                self._store_id, found = await drive_async(
                     conn, open_plan(self._ops.st, cfg.schema, cfg.migrate), prepare=cfg.prepare
                 )
+            self.schema_migration = (found, SCHEMA_VERSION)
             await self._pool.open()
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:

@@ -75,6 +75,9 @@ class ExecutorBase:
         self._ops = OpBook(cfg.schema)
         self._closed = False
         self._store_id = ""
+        #: The schema version the open found (0: none) and the one it holds
+        #: now: what ``alkstore migrate`` reports. Set by ``open``.
+        self.schema_migration = (0, 0)
         self._outage = False
         self._errors_seen = 0
         # Connections our pool configured (their lock timeout is set).

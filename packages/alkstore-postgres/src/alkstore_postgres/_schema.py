@@ -58,9 +58,10 @@ def _older(schema: str, found: int, why: str) -> SchemaVersionError:
     )
 
 
-def open_plan(st: _sql.Statements, schema: str, migrate: bool) -> Plan[str]:
+def open_plan(st: _sql.Statements, schema: str, migrate: bool) -> Plan[tuple[str, int]]:
     """Check (and with *migrate*, create or upgrade) the schema; return the
-    store id. Runs on a connection of its own, in autocommit.
+    store id and the version the schema held before (0: none, re-read under
+    the lock). Runs on a connection of its own, in autocommit.
 
     A current schema costs three reads and takes no lock, so the application
     role needs no DDL rights once the schema exists (EN-2). Otherwise one
@@ -73,7 +74,7 @@ def open_plan(st: _sql.Statements, schema: str, migrate: bool) -> Plan[str]:
     """
     found = yield from _stored_version(st, schema)
     if found == SCHEMA_VERSION:
-        return (yield from _store_id(st))
+        return (yield from _store_id(st)), found
     if found > SCHEMA_VERSION:
         raise SchemaVersionError(found, SCHEMA_VERSION)
     if not migrate:
@@ -100,4 +101,4 @@ def open_plan(st: _sql.Statements, schema: str, migrate: bool) -> Plan[str]:
             yield Q("ROLLBACK", None, kind="control")
         raise
     yield Q("COMMIT", None, kind="commit")
-    return store_id
+    return store_id, found

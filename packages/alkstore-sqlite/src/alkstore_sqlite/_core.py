@@ -75,6 +75,9 @@ class Core:
             missing = f"no SQLite database at {path!r} (opened with migrate=False)"
             raise SchemaVersionError(0, _sql.SCHEMA_VERSION, missing)
         self._pool = ConnectionPool(path, busy_timeout_s, synchronous)
+        #: The schema version this open found (0: none) and the one the file
+        #: holds now: what ``alkstore migrate`` reports.
+        self.schema_migration = (_sql.SCHEMA_VERSION, _sql.SCHEMA_VERSION)
         try:
             if migrate:
                 self._prepare(notifications_cap)
@@ -93,7 +96,7 @@ class Core:
             if found > _sql.SCHEMA_VERSION:
                 _schema.migrate(conn)  # raises SchemaVersionError
             self._enable_wal(conn)
-            _schema.migrate(conn)
+            self.schema_migration = _schema.migrate(conn)
             # N-3: the notification table is capped at open; a read first, so
             # that an open does not wait for the write lock.
             (excess,) = conn.execute(

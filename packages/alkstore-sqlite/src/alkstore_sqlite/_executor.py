@@ -37,6 +37,7 @@ class SQLiteExecutor:
         self.path = core.path
         self.url = core.url
         self.store_id = core.store_id
+        self.schema_migration = core.schema_migration
         self.capabilities: frozenset[Capability] = core.capabilities
         self.wakes: WakeBoard = core.wakes
         self.start_wakes = core.start_wakes

@@ -19,8 +19,9 @@ def stored_version(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row is not None else 0
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the file to :data:`_sql.SCHEMA_VERSION` and return it.
+def migrate(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Bring the file to :data:`_sql.SCHEMA_VERSION`; return the version it
+    held (0: none, re-read under the lock) and the one it holds now.
 
     Runs under ``BEGIN IMMEDIATE``: concurrent openers (threads or processes)
     serialize on SQLite's write lock, and each re-reads the version inside the
@@ -30,7 +31,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     # Cheap path, no write lock: already current.
     found = stored_version(conn)
     if found == _sql.SCHEMA_VERSION:
-        return found
+        return found, found
     if found > _sql.SCHEMA_VERSION:
         raise SchemaVersionError(found, _sql.SCHEMA_VERSION)
     conn.execute("BEGIN IMMEDIATE")
@@ -46,4 +47,4 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-    return _sql.SCHEMA_VERSION
+    return found, _sql.SCHEMA_VERSION

@@ -3,15 +3,19 @@
 The store URL comes from ``--url``, else ``$ALKSTORE_URL``, else the embedded
 SQLite default ``sqlite:///alkstore.db``. Listings print a table, or JSON with
 ``--json`` (datetimes in ISO 8601). Mistakes print one line on stderr and
-exit 2 (usage, bad arguments); other failures exit 1; no tracebacks.
+exit 2 (usage, bad arguments); other failures exit 1; no tracebacks, but for
+the handler module's own when it fails to import (E-6). A queue is spelled
+``--queue`` in every subcommand; the older word form still parses.
 
 ``redrive`` and ``purge`` act on dead letters (Q-21, Q-22); ``--all`` asks
 first on a terminal and needs ``--yes`` anywhere else. ``jobs`` and ``job``
 show a pending job whose ``run_at`` is still ahead as ``scheduled``.
 
-The read-only commands (``queues``, ``jobs``, ``job``, ``schedules``) open the
-store with ``migrate=False``: they never create a database or a schema, and
-a missing or outdated one is a one-line error. Passwords in URLs are shown as
+Only ``migrate`` and ``demo`` create a store: every other command, given
+one that does not exist, is a one-line error, exit 1, and creates nothing
+(E-6, checked once in :func:`main`). The read-only commands (``queues``,
+``jobs``, ``job``, ``schedules``) open the store with ``migrate=False``: an
+outdated one is a one-line error too. Passwords in URLs are shown as
 ``***`` in every message and log line (E-4).
 """
 
@@ -23,9 +27,11 @@ import importlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
@@ -85,6 +91,73 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+#: Where a subcommand keeps the queue given the older way, as a word.
+_QUEUE_WORD = "queue_word"
+
+
+class _CommandParser(_Parser):
+    """A subcommand's parser: options and words in any order, its own errors
+    (an unknown option points at ``alkstore COMMAND --help``, not at the
+    top-level help), and ``--queue`` settled (see :func:`_queue_option`)."""
+
+    #: ``None``: the command takes no queue word; else whether it needs a queue.
+    queue_needed: bool | None = None
+    #: The word after the queue's place, which a word in that place becomes
+    #: when ``--queue`` names the queue (``schedule NAME SPEC --queue Q JSON``).
+    queue_shift: str | None = None
+    _inside = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._inside:  # parse_known_intermixed_args calls back here
+            return super().parse_known_args(args, namespace)
+        self._inside = True
+        try:
+            parsed, extras = self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inside = False
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        self._settle_queue(parsed)
+        return parsed, []
+
+    def _settle_queue(self, args: argparse.Namespace) -> None:
+        if self.queue_needed is None:
+            return
+        word: str | None = vars(args).pop(_QUEUE_WORD, None)
+        if word is not None:
+            if args.queue is None:
+                args.queue = word  # the older spelling: QUEUE as a word
+            elif self.queue_shift is not None and getattr(args, self.queue_shift) is None:
+                setattr(args, self.queue_shift, word)
+            else:
+                self.error(f"the queue is given twice: --queue {args.queue} and {word!r}")
+        if args.queue is None and self.queue_needed:
+            self.error("the following arguments are required: --queue")
+
+
+def _queue_option(
+    p: _CommandParser, *, needed: bool = True, word: bool = True, shift: str | None = None
+) -> None:
+    """``--queue QUEUE``, the one spelling of a queue in every subcommand.
+
+    With *word*, the older spelling (the queue as a word, where the command
+    took it before ``--queue``) still works but is not shown in the help;
+    call this where that word stood among the positional arguments.
+    """
+    p.add_argument(
+        "--queue",
+        metavar="QUEUE",
+        default=None,
+        help="the queue" + (" (needed)" if needed else ""),
+    )
+    if word:
+        p.add_argument(_QUEUE_WORD, nargs="?", default=None, help=argparse.SUPPRESS)
+        p.queue_needed = needed
+        p.queue_shift = shift
 
 
 # ------------------------------------------------------------------ formatting
@@ -180,11 +253,29 @@ def _resolve_url(args: argparse.Namespace) -> str:
     return url or os.environ.get("ALKSTORE_URL") or DEFAULT_URL
 
 
+class _SchemaMismatch(AlkstoreError):
+    """An existing store whose schema is older or newer than the engine's."""
+
+
+# What an engine's "no schema here" reason says after its first statement,
+# which the CLI's own line replaces: the version it needs and how to open.
+_NEEDS = re.compile(r"(?:; this engine needs .*)?(?:\s*\([^()]*migrate=False[^()]*\))?$")
+
+
+def _no_store(shown: str, exc: SchemaVersionError) -> AlkstoreError:
+    """E-6: the one line for a store that does not exist (no file, no schema)."""
+    what = _NEEDS.sub("", exc.reason, count=1).strip() or "no alkstore schema"
+    return AlkstoreError(
+        f"no store at {shown} ({what}); `alkstore migrate` creates one (nothing was created)"
+    )
+
+
 def _open_store(url: str, *, migrate: bool) -> Store:
     """Open *url*; failures become one readable line, without the password.
 
     ``migrate=False`` (the read-only commands): the engine opens only an
-    existing, up-to-date store and writes nothing.
+    existing, up-to-date store and writes nothing; a store that does not
+    exist at all is the E-6 line.
     """
     shown = redact_url(url)
     try:
@@ -195,8 +286,10 @@ def _open_store(url: str, *, migrate: bool) -> Store:
         raise
     except SchemaVersionError as exc:
         if migrate:
-            raise AlkstoreError(f"cannot open {shown}: {exc}") from exc
-        raise AlkstoreError(f"cannot read {shown}: {exc}") from exc
+            raise _SchemaMismatch(f"cannot open {shown}: {exc}") from exc
+        if exc.found == 0:
+            raise _no_store(shown, exc) from exc
+        raise _SchemaMismatch(f"cannot read {shown}: {exc}") from exc
     except AlkstoreError as exc:
         raise AlkstoreError(f"cannot open {shown}: {exc}") from exc
     except Exception as exc:  # a broken or half-installed engine package
@@ -204,6 +297,16 @@ def _open_store(url: str, *, migrate: bool) -> Store:
             f"cannot load the engine for {_open.url_scheme(url)!r} URLs: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _require_store(url: str) -> None:
+    """E-6, for every command but ``migrate`` and ``demo``: a store that does
+    not exist (a SQLite file not there, a database or schema without the
+    alkstore tables) is one line and exit 1, and nothing is created. The
+    check opens the store without migrating; a store of another version is
+    left to the command (a read refuses it, a write upgrades it)."""
+    with suppress(_SchemaMismatch):
+        _open_store(url, migrate=False).close()
 
 
 @contextmanager
@@ -290,29 +393,77 @@ class _VersionAction(argparse.Action):
 # ------------------------------------------------------------------- commands
 
 
+def _schema_change(store: Store) -> tuple[int, int] | None:
+    """The schema version the open found (0: none) and the one the store
+    holds now, from an engine that records them (both built-in engines do)."""
+    change = getattr(getattr(store, "executor", None), "schema_migration", None)
+    if (
+        isinstance(change, tuple)
+        and len(change) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in change)
+    ):
+        return change[0], change[1]
+    return None
+
+
+def _migration_report(change: tuple[int, int] | None) -> tuple[str, str]:
+    """What ``migrate`` did: a word for ``--json`` and a phrase for people."""
+    if change is None:
+        return "ready", "the schema is ready (this engine does not say what it did)"
+    found, now = change
+    if found == 0:
+        return "created", f"created the schema (version {now})"
+    if found < now:
+        return "upgraded", f"upgraded the schema from version {found} to {now}"
+    return "up-to-date", f"the schema is up to date (version {now})"
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     with _store(args) as store:
         engine = type(store).__module__.partition(".")[0]
         caps = sorted(str(c) for c in store.capabilities)
+        change = _schema_change(store)
+        did, said = _migration_report(change)
         if args.json:
-            _print_json({"url": redact_url(store.url), "engine": engine, "capabilities": caps})
+            _print_json(
+                {
+                    "url": redact_url(store.url),
+                    "engine": engine,
+                    "capabilities": caps,
+                    "migration": did,
+                    "from_version": None if change is None else change[0],
+                    "version": None if change is None else change[1],
+                }
+            )
         else:
-            print(f"schema is up to date: {redact_url(store.url)} (engine {engine})")
+            print(f"{said}: {redact_url(store.url)} (engine {engine})")
             print(f"capabilities: {', '.join(caps)}")
     return EXIT_OK
 
 
-def cmd_queues(args: argparse.Namespace) -> int:
+def _listing_command(
+    args: argparse.Namespace,
+    read: Callable[[Store], Sequence[T]],
+    none: str,
+    headers: Sequence[str],
+    row: Callable[[T], Sequence[object]],
+) -> int:
+    """A read-only listing: what *read* returns from the store, printed by
+    :func:`_print_listing`."""
     with _store(args, read_only=True) as store:
-        stats = store.queue_stats()
-    _print_listing(
+        items = read(store)
+    _print_listing(args, items, none, headers, row)
+    return EXIT_OK
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    return _listing_command(
         args,
-        stats,
+        lambda store: store.queue_stats(),
         "(no queues)",
         ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD"],
         lambda s: [s.queue, s.pending, s.scheduled, s.processing, s.dead],
     )
-    return EXIT_OK
 
 
 def _job_row(info: JobInfo, now: datetime) -> list[object]:
@@ -447,7 +598,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     if args.all == (args.queue is not None):
-        raise UsageError("sweep needs a QUEUE or --all, not both")
+        raise UsageError("sweep needs --queue QUEUE or --all, not both")
     results: list[dict[str, Any]] = []
     with _store(args) as store:
         names = [s.queue for s in store.queue_stats()] if args.all else [args.queue]
@@ -465,11 +616,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
-    with _store(args, read_only=True) as store:
-        schedules = store.schedules()
-    _print_listing(
+    return _listing_command(
         args,
-        schedules,
+        lambda store: store.schedules(),
         "(no schedules)",
         ["NAME", "SPEC", "TZ", "QUEUE", "NEXT_FIRE", "LAST_FIRE", "PAYLOAD"],
         lambda s: [
@@ -482,7 +631,6 @@ def cmd_schedules(args: argparse.Namespace) -> int:
             _payload_text(s.payload, 40),
         ],
     )
-    return EXIT_OK
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
@@ -512,16 +660,22 @@ def cmd_unschedule(args: argparse.Namespace) -> int:
 
 
 def _dead_letter_target(store: Store, args: argparse.Namespace) -> tuple[str, Queue, list[int]]:
-    """``QUEUE ID...`` or ``--outbox NAME ID...``: the queue's name as shown,
-    its handle, and the ids (C-2 refuses only names a consumer spells: an
-    outbox's backing queue is reached through the outbox)."""
+    """``--queue QUEUE ID...`` (or the older ``QUEUE ID...``) or ``--outbox
+    NAME ID...``: the queue's name as shown, its handle, and the ids (C-2
+    refuses only names a consumer spells: an outbox's backing queue is
+    reached through the outbox)."""
     words: list[str] = list(args.target)
     if args.outbox is not None:
+        if args.queue is not None:
+            raise UsageError(f"{args.command} takes --queue or --outbox, not both")
         name, queue = f"outbox {args.outbox}", store.outbox(args.outbox).queue
+    elif args.queue is not None:
+        name = args.queue
+        queue = _queue(store, name)
     elif not words:
-        raise UsageError(f"{args.command} needs a QUEUE (or --outbox NAME)")
+        raise UsageError(f"{args.command} needs --queue QUEUE (or --outbox NAME)")
     else:
-        name = words.pop(0)
+        name = words.pop(0)  # the older spelling: the queue as the first word
         queue = _queue(store, name)
     ids: list[int] = []
     for word in words:
@@ -609,6 +763,47 @@ def _rate(text: str) -> tuple[float, float]:
     return rate, period
 
 
+#: Frames of a handler module's failed import shown below the error line;
+#: ``--log-level debug`` shows them all.
+IMPORT_FRAMES = 5
+
+
+#: Files whose frames a failed import's traceback leaves out: this module
+#: and importlib's (its ``<frozen ...>`` frames too).
+_MACHINERY = frozenset({__file__, importlib.__file__})
+
+
+class HandlerImportError(AlkstoreError):
+    """The handler's module raised while it was imported (E-6): the error
+    line, then the traceback of the module's own code (importlib's frames
+    left out), so the file and line that failed are shown."""
+
+    def __init__(self, module_name: str, exc: BaseException) -> None:
+        super().__init__(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}")
+        self.cause = exc
+
+    def traceback_lines(self, limit: int | None = IMPORT_FRAMES) -> list[str]:
+        """The traceback below the error line: the last *limit* frames of the
+        module's code (all with ``None``), and for a syntax error the line
+        that does not parse."""
+        exc = self.cause
+        frames = [
+            f
+            for f in traceback.extract_tb(exc.__traceback__)
+            if not (f.filename.startswith("<frozen ") or f.filename in _MACHINERY)
+        ]
+        shown = frames if limit is None else frames[-limit:]
+        lines: list[str] = []
+        if shown:
+            skipped = len(frames) - len(shown)
+            more = f", {skipped} earlier frame(s) not shown" if skipped else ""
+            lines.append(f"Traceback (most recent call last{more}):")
+            lines.extend("".join(traceback.format_list(shown)).splitlines())
+        if isinstance(exc, SyntaxError):
+            lines.extend(traceback.format_exception_only(type(exc), exc)[:-1])
+        return [line.rstrip("\n") for line in lines]
+
+
 def load_handler(spec: str) -> Callable[[Job], object]:
     """Import ``module:function`` (``module:object.method`` works too).
 
@@ -627,13 +822,9 @@ def load_handler(spec: str) -> Callable[[Job], object]:
             module_name == exc.name or module_name.startswith(exc.name + ".")
         ):
             raise UsageError(f"cannot import handler module {module_name!r}: {exc}") from exc
-        raise AlkstoreError(
-            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise HandlerImportError(module_name, exc) from exc
     except Exception as exc:
-        raise AlkstoreError(
-            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
+        raise HandlerImportError(module_name, exc) from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -788,14 +979,23 @@ def _build_parser() -> _Parser:
         action=_VersionAction,
         help="print the versions of alkstore and of the installed engines, and exit",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     sub.required = True
 
     def add(
-        name: str, func: Callable[[argparse.Namespace], int], help_text: str, parents: Any
-    ) -> _Parser:
-        p: _Parser = sub.add_parser(name, help=help_text, description=help_text, parents=parents)
-        p.set_defaults(func=func)
+        name: str,
+        func: Callable[[argparse.Namespace], int],
+        help_text: str,
+        parents: Any,
+        *,
+        creates: bool = False,
+    ) -> _CommandParser:
+        """A subcommand. Unless it *creates* a store, it needs one that
+        exists (E-6): :func:`main` checks before it runs."""
+        p: _CommandParser = sub.add_parser(
+            name, help=help_text, description=help_text, parents=parents
+        )
+        p.set_defaults(func=func, creates_store=creates)
         return p
 
     add(
@@ -803,12 +1003,13 @@ def _build_parser() -> _Parser:
         cmd_demo,
         "a tour of alkstore on a temporary SQLite file, or on --url (removing what it made)",
         [url_opt],
+        creates=True,
     )
-    add("migrate", cmd_migrate, "create or upgrade the schema of the store", both)
+    add("migrate", cmd_migrate, "create or upgrade the schema of the store", both, creates=True)
     add("queues", cmd_queues, "counts by state for every queue", both)
 
     p = add("jobs", cmd_jobs, "list the jobs of a queue in one state", both)
-    p.add_argument("queue", metavar="QUEUE")
+    _queue_option(p)
     p.add_argument(
         "--state",
         choices=[s.value for s in JobState] + [SCHEDULED],
@@ -821,11 +1022,11 @@ def _build_parser() -> _Parser:
     )
 
     p = add("job", cmd_job, "show one job, in any state", both)
-    p.add_argument("queue", metavar="QUEUE")
+    _queue_option(p)
     p.add_argument("id", metavar="ID", type=int)
 
     p = add("enqueue", cmd_enqueue, "enqueue one job with a JSON payload; prints its id", both)
-    p.add_argument("queue", metavar="QUEUE")
+    _queue_option(p)
     p.add_argument("payload", metavar="JSON")
     p.add_argument("--delay", type=float, metavar="S", help="seconds before it is claimable")
     p.add_argument("--priority", type=int, default=0, metavar="P", help="higher runs first")
@@ -837,36 +1038,37 @@ def _build_parser() -> _Parser:
     p.add_argument("--backoff-base", type=float, metavar="S", help="retry curve base (default: 5)")
 
     p = add("cancel", cmd_cancel, "delete a pending or processing job", both)
-    p.add_argument("queue", metavar="QUEUE")
+    _queue_option(p)
     p.add_argument("id", metavar="ID", type=int)
 
     p = add("sweep", cmd_sweep, "dead-letter expired jobs and purge old dead letters", both)
-    p.add_argument("queue", metavar="QUEUE", nargs="?")
-    p.add_argument("--all", action="store_true", help="every queue")
+    _queue_option(p, needed=False)
+    p.add_argument("--all", action="store_true", help="every queue (no --queue then)")
 
-    confirm_opts = _Parser(add_help=False)
-    confirm_opts.add_argument(
-        "--outbox", metavar="NAME", help="the dead letters of outbox NAME (no QUEUE then)"
+    # redrive and purge: the dead letters of a queue (or an outbox), by id or all.
+    dead_opts = _CommandParser(add_help=False)
+    _queue_option(dead_opts, word=False)
+    dead_opts.add_argument(
+        "--outbox", metavar="NAME", help="the dead letters of outbox NAME (no --queue then)"
     )
-    confirm_opts.add_argument("--yes", action="store_true", help="do not ask before --all")
+    dead_opts.add_argument("target", nargs="*", metavar="ID", help="job ids")
+    dead_opts.add_argument(
+        "--all", action="store_true", help="every dead job of the queue (asks first)"
+    )
+    dead_opts.add_argument("--yes", action="store_true", help="do not ask before --all")
 
-    p = add(
+    add(
         "redrive",
         cmd_redrive,
-        "move dead jobs back to pending, same ids, fresh attempts: QUEUE (ID... | --all)",
-        [*both, confirm_opts],
+        "move dead jobs back to pending, same ids, fresh attempts: --queue QUEUE (ID... | --all)",
+        [*both, dead_opts],
     )
-    p.add_argument("target", nargs="*", metavar="QUEUE ID", help="the queue, then job ids")
-    p.add_argument("--all", action="store_true", help="every dead job of the queue (asks first)")
-
     p = add(
         "purge",
         cmd_purge,
-        "delete dead jobs: QUEUE (ID... | --all | --older-than 7d)",
-        [*both, confirm_opts],
+        "delete dead jobs: --queue QUEUE (ID... | --all | --older-than 7d)",
+        [*both, dead_opts],
     )
-    p.add_argument("target", nargs="*", metavar="QUEUE ID", help="the queue, then job ids")
-    p.add_argument("--all", action="store_true", help="every dead job of the queue (asks first)")
     p.add_argument(
         "--older-than",
         metavar="DURATION",
@@ -884,8 +1086,8 @@ def _build_parser() -> _Parser:
         "--queue",
         required=True,
         action="append",
-        metavar="Q",
-        help="the queue to serve; repeat it to serve several, earlier ones first",
+        metavar="QUEUE",
+        help="the queue to serve (needed); repeat it to serve several, earlier ones first",
     )
     p.add_argument("--concurrency", type=int, default=4, metavar="N", help="threads (default: 4)")
     p.add_argument("--worker-id", metavar="ID", help="default: host:pid:random")
@@ -967,8 +1169,8 @@ def _build_parser() -> _Parser:
     p = add("schedule", cmd_schedule, "create or update a schedule", both)
     p.add_argument("name", metavar="NAME")
     p.add_argument("spec", metavar="SPEC", help="cron (5 or 6 fields), @daily, @every 1h30m, ...")
-    p.add_argument("queue", metavar="QUEUE")
-    p.add_argument("payload", metavar="JSON", nargs="?")
+    _queue_option(p, shift="payload")
+    p.add_argument("payload", metavar="JSON", nargs="?", help="the jobs' payload (default: null)")
     p.add_argument("--tz", default="UTC", help="IANA time zone (default: UTC)")
     p.add_argument("--priority", type=int, default=0, metavar="P")
 
@@ -996,11 +1198,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``alkstore`` command with *argv* (default: ``sys.argv[1:]``);
     return the exit status."""
     parser = _build_parser()
+    args: argparse.Namespace | None = None
     try:
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version
             return exc.code if isinstance(exc.code, int) else EXIT_OK
+        if not args.creates_store:
+            _require_store(_resolve_url(args))
         status: int = args.func(args)
         return status
     except UsageError as exc:
@@ -1009,6 +1214,12 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidArgument as exc:
         _error(exc)
         return EXIT_USAGE
+    except HandlerImportError as exc:
+        _error(exc)
+        debug = getattr(args, "log_level", None) == "debug"
+        for line in exc.traceback_lines(None if debug else IMPORT_FRAMES):
+            print(redact_url(line), file=sys.stderr)
+        return EXIT_FAILURE
     except AlkstoreError as exc:
         _error(exc)
         return EXIT_FAILURE

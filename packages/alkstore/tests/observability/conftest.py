@@ -21,48 +21,14 @@ from typing import Any
 
 import pytest
 
-import alkstore
 from alkstore import Store
-
-ENGINES = ["sqlite", "postgres"]
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[str]:
-    """The URL of a PostgreSQL server; skipped without one, failed under CI."""
-    from alkstore_postgres.testing import provide_server
-
-    with provide_server() as found:
-        if found.url is None:
-            if os.environ.get("CI", "").lower() == "true":
-                pytest.fail(f"CI needs PostgreSQL: {found.reason}", pytrace=False)
-            pytest.skip(found.reason)
-        yield found.url
-
-
-@pytest.fixture(params=ENGINES)
-def engine_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A URL of a fresh, empty store on each engine (no schema yet): a new
-    SQLite file, or a new PostgreSQL schema dropped afterwards."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-        return
-    from alkstore_postgres.testing import HOOKS
-
-    server: str = request.getfixturevalue("pg_server")
-    with HOOKS.isolated(server, {}, request.node.name) as (url, opts):
-        sep = "&" if "?" in url else "?"
-        yield f"{url}{sep}schema={opts['schema']}"
 
 
 @pytest.fixture
-def store(engine_url: str) -> Iterator[Store]:
-    """An open store (schema created) on *engine_url*."""
-    opened = alkstore.open(engine_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
+def url(engine_url: str) -> str:
+    """These tests run on each engine: the ``store`` fixture of the tests'
+    own conftest opens ``engine_url``."""
+    return engine_url
 
 
 def state_counts(store: Store) -> dict[str, dict[str, int]]:

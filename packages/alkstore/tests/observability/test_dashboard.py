@@ -527,7 +527,8 @@ def test_dashboard_command_opens_no_missing_store(
 ) -> None:
     missing = tmp_path / "absent.db"
     assert main(["--url", f"sqlite:///{missing}", "dashboard", "--bind", "127.0.0.1:0"]) == 1
-    assert capsys.readouterr().err.startswith("alkstore: error: cannot open")
+    err = capsys.readouterr().err
+    assert err.startswith("alkstore: error: no store at") and "`alkstore migrate`" in err
     assert not missing.exists()
 
 

@@ -353,6 +353,23 @@ def first_beat_in(job: Any, interval_s: float) -> float:
     return min(interval_s, max(left - 2 * interval_s, 0.0))
 
 
+def unit_wait_s(job: Any) -> float:
+    """How long ``run_until_empty`` holds a job it claimed past its limiter
+    while it waits for the limiter's unit (R-1): half the time left on the
+    claim, so that a job the unit does not come for goes back long before
+    its claim would lapse."""
+    deadline = getattr(job, "deadline", None)
+    if not isinstance(deadline, datetime) or deadline.tzinfo is None:
+        return 0.0
+    return max((deadline - datetime.now(timezone.utc)).total_seconds() / 2, 0.0)
+
+
+def unit_pause_s(limiter: Any) -> float:
+    """The pause after a limiter refused a unit for that long: one emission
+    interval (``per_s / rate``), at most a second."""
+    return float(min(limiter.per_s / limiter.rate, 1.0))
+
+
 def is_coroutine_handler(handler: Callable[..., Any]) -> bool:
     """An ``async def`` function, or an object whose ``__call__`` is one (W-8)."""
     if inspect.iscoroutinefunction(handler):

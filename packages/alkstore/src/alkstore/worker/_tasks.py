@@ -88,6 +88,8 @@ from ._rules import (
     queue_names_of,
     split_flush,
     timeout_outcome,
+    unit_pause_s,
+    unit_wait_s,
 )
 
 __all__ = ["AsyncHandler", "AsyncWorker"]
@@ -280,9 +282,9 @@ class AsyncWorker:
 
     # --------------------------------------------------------------- claims
 
-    async def _claim(self, n: int, wait_s: float) -> list[AsyncJob]:
+    async def _claim(self, n: int, wait_s: float, paced: bool = True) -> list[AsyncJob]:
         extra: dict[str, Any] = {}
-        if self._rate_limit is not None:
+        if paced and self._rate_limit is not None:
             extra["rate_limit"] = self._rate_limit
         if self._many:
             assert self._store is not None
@@ -369,14 +371,22 @@ class AsyncWorker:
         claimable while it runs, and return how many handler calls ran.
 
         Returns once no job is claimable, no handler is running and every
-        outcome committed. Unlike :meth:`run`, a database failure is raised
-        (after the running handlers finished) rather than retried.
+        outcome committed. With *rate_limit*, jobs start no faster than the
+        limiter grants units, and a limiter without a unit this instant does
+        not make the queue empty: it returns once no job is left to claim.
+        Unlike :meth:`run`, a database failure is raised (after the running
+        handlers finished) rather than retried.
         """
         async with self._session() as session:
             while True:
                 free = await session.wait_for_free_slot(lambda: False)
                 seen = session.changes
                 jobs = await self._claim(free, 0)
+                if not jobs and self._rate_limit is not None:
+                    past = await self._claim_past_limiter(session)
+                    if past is None:
+                        continue
+                    jobs = past
                 for job in jobs:
                     await session.start(job)
                 if jobs:
@@ -388,6 +398,33 @@ class AsyncWorker:
                 await session.wait_for_change(seen)
             await session.drain(math.inf, AEvent())
         return session.finished
+
+    async def _claim_past_limiter(self, session: _Session) -> list[AsyncJob] | None:
+        """``run_until_empty`` with a limiter whose claim brought nothing: was
+        the queue empty, or had the limiter no unit this instant (R-1)?
+
+        One job is claimed without the limiter: none means the queue is empty
+        (``[]``). One starts only once its unit is granted, so that jobs still
+        start no faster than the limiter allows; a unit that does not come in
+        half the claim's lease (a limiter shared with busy workers) sends the
+        job back unstarted, its attempt not counted (Q-26), and ``None`` asks
+        the loop to try again after a pause.
+        """
+        limiter = self._rate_limit
+        assert limiter is not None
+        jobs = await self._claim(1, 0, paced=False)
+        if not jobs:
+            return []
+        try:
+            granted = await limiter.acquire(1, wait_s=unit_wait_s(jobs[0]))
+        except BaseException:
+            await session.give_back(jobs)
+            raise
+        if granted:
+            return jobs
+        await session.give_back(jobs)
+        await asleep(unit_pause_s(limiter))
+        return None
 
     # ------------------------------------------------------------- helpers
 

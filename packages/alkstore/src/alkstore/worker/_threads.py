@@ -73,6 +73,8 @@ from ._rules import (
     queue_names_of,
     split_flush,
     timeout_outcome,
+    unit_pause_s,
+    unit_wait_s,
 )
 
 __all__ = ["Handler", "Worker"]
@@ -241,9 +243,9 @@ class Worker:
 
     # --------------------------------------------------------------- claims
 
-    def _claim(self, n: int, wait_s: float) -> list[Job]:
+    def _claim(self, n: int, wait_s: float, paced: bool = True) -> list[Job]:
         extra: dict[str, Any] = {}
-        if self._rate_limit is not None:
+        if paced and self._rate_limit is not None:
             extra["rate_limit"] = self._rate_limit
         if self._many:
             assert self._store is not None
@@ -327,14 +329,22 @@ class Worker:
         claimable while it runs, and return how many handler calls ran.
 
         Returns once no job is claimable, no handler is running and every
-        outcome committed. Unlike :meth:`run`, a database failure is raised
-        (after the running handlers finished) rather than retried.
+        outcome committed. With *rate_limit*, jobs start no faster than the
+        limiter grants units, and a limiter without a unit this instant does
+        not make the queue empty: it returns once no job is left to claim.
+        Unlike :meth:`run`, a database failure is raised (after the running
+        handlers finished) rather than retried.
         """
         with self._session() as session:
             while True:
                 free = session.wait_for_free_slot(lambda: False)
                 seen = session.changes
                 jobs = self._claim(free, 0)
+                if not jobs and self._rate_limit is not None:
+                    past = self._claim_past_limiter(session)
+                    if past is None:
+                        continue
+                    jobs = past
                 for job in jobs:
                     session.start(job)
                 if jobs:
@@ -346,6 +356,33 @@ class Worker:
                 session.wait_for_change(seen)
             session.drain(math.inf, Event())
         return session.finished
+
+    def _claim_past_limiter(self, session: _Session) -> list[Job] | None:
+        """``run_until_empty`` with a limiter whose claim brought nothing: was
+        the queue empty, or had the limiter no unit this instant (R-1)?
+
+        One job is claimed without the limiter: none means the queue is empty
+        (``[]``). One starts only once its unit is granted, so that jobs still
+        start no faster than the limiter allows; a unit that does not come in
+        half the claim's lease (a limiter shared with busy workers) sends the
+        job back unstarted, its attempt not counted (Q-26), and ``None`` asks
+        the loop to try again after a pause.
+        """
+        limiter = self._rate_limit
+        assert limiter is not None
+        jobs = self._claim(1, 0, paced=False)
+        if not jobs:
+            return []
+        try:
+            granted = limiter.acquire(1, wait_s=unit_wait_s(jobs[0]))
+        except BaseException:
+            session.give_back(jobs)
+            raise
+        if granted:
+            return jobs
+        session.give_back(jobs)
+        sleep(unit_pause_s(limiter))
+        return None
 
     # ------------------------------------------------------------- helpers
 
