@@ -24,6 +24,12 @@ import pytest
 from alkstore import AsyncStore, Fail, JobState, QueueOpts, Retry, Store
 from alkstore.errors import InvalidArgument
 from alkstore.testing import DrainReport, adrain, drain
+from alkstore.testing import plugin as _plugin
+
+# This package's own conftest.py defines a `store` of its own (for the CLI and
+# dashboard tests); a fixture named in the test module wins over a conftest's,
+# so this file takes the plugin's, as a project with such a conftest would.
+store = _plugin.store
 
 pytest_plugins = ["pytester"]
 
