@@ -24,6 +24,7 @@ from alkstore import (
     EnqueueOpts,
     Job,
     JobInfo,
+    JobResult,
     JobState,
     Queue,
     QueueOpts,
@@ -115,8 +116,8 @@ class RecordingJob:
     def deadline(self) -> datetime:
         return self.inner.deadline
 
-    def ack(self, tx: object | None = None) -> bool:
-        return self._record("ack", lambda: self.inner.ack(tx))
+    def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
+        return self._record("ack", lambda: self.inner.ack(tx, result=result))
 
     def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
         return self._record("retry", lambda: self.inner.retry(error, delay_s, tx))
@@ -234,14 +235,18 @@ class CountingQueue:
             self.jobs.extend(wrapped)
         return list(wrapped)
 
-    def ack_batch(self, jobs: Sequence[Job]) -> int:
-        return self.inner.ack_batch([j.inner if isinstance(j, RecordingJob) else j for j in jobs])
+    def ack_batch(self, jobs: Sequence[Job], *, results: Sequence[Any] | None = None) -> int:
+        inner = [j.inner if isinstance(j, RecordingJob) else j for j in jobs]
+        return self.inner.ack_batch(inner, results=results)
 
     def cancel(self, job_id: int, tx: object | None = None) -> bool:
         return self.inner.cancel(job_id, tx)
 
     def get_job(self, job_id: int) -> JobInfo | None:
         return self.inner.get_job(job_id)
+
+    def result(self, job_id: int, wait_s: float = 0, tx: object | None = None) -> JobResult | None:
+        return self.inner.result(job_id, wait_s, tx)
 
     def sweep_expired(self) -> SweepResult:
         return self.inner.sweep_expired()

@@ -46,6 +46,7 @@ from alkstore.engine import (
     NewJob,
     NoteSink,
     RateSpec,
+    ResultRow,
     ScheduleRow,
 )
 from alkstore.errors import TransientError
@@ -302,8 +303,13 @@ class PgExecutor(ExecutorBase):
     def next_ready(self, queues: Sequence[str]) -> float | None:
         return self._run(self._ops.next_ready(queues, soft=True))
 
-    def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
-        return self._run(self._ops.ack(tx, fences))
+    def ack(
+        self,
+        tx: object | None,
+        fences: Sequence[Fence],
+        results: Sequence[str | None] | None = None,
+    ) -> list[bool]:
+        return self._run(self._ops.ack(tx, fences, results))
 
     def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
         return self._run(self._ops.retry(tx, fence, delay_s, error))
@@ -322,6 +328,9 @@ class PgExecutor(ExecutorBase):
 
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
         return self._run(self._ops.get_job(queue, job_id))
+
+    def get_result(self, tx: object | None, queue: str, job_id: int) -> ResultRow | None:
+        return self._run(self._ops.get_result(tx, queue, job_id))
 
     def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> list[JobRow]:
         return self._run(self._ops.list_jobs(queue, state, limit, after_id))

@@ -48,6 +48,7 @@ from alkstore.engine import (
     NewJob,
     NoteSink,
     RateSpec,
+    ResultRow,
     ScheduleRow,
 )
 from alkstore.errors import TransientError
@@ -319,8 +320,13 @@ class AsyncPgExecutor(ExecutorBase):
     async def next_ready(self, queues: Sequence[str]) -> float | None:
         return await self._run(self._ops.next_ready(queues, soft=True))
 
-    async def ack(self, tx: object | None, fences: Sequence[Fence]) -> list[bool]:
-        return await self._run(self._ops.ack(tx, fences))
+    async def ack(
+        self,
+        tx: object | None,
+        fences: Sequence[Fence],
+        results: Sequence[str | None] | None = None,
+    ) -> list[bool]:
+        return await self._run(self._ops.ack(tx, fences, results))
 
     async def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> bool:
         return await self._run(self._ops.retry(tx, fence, delay_s, error))
@@ -339,6 +345,9 @@ class AsyncPgExecutor(ExecutorBase):
 
     async def get_job(self, queue: str, job_id: int) -> JobRow | None:
         return await self._run(self._ops.get_job(queue, job_id))
+
+    async def get_result(self, tx: object | None, queue: str, job_id: int) -> ResultRow | None:
+        return await self._run(self._ops.get_result(tx, queue, job_id))
 
     async def list_jobs(
         self, queue: str, state: JobState, limit: int, after_id: int

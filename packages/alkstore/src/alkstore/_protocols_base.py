@@ -29,6 +29,7 @@ class Capability(str, Enum):
     BOUNDED_QUEUES = "bounded_queues"
     GROUPS = "groups"
     RATE_LIMITS = "rate_limits"
+    RESULTS = "results"
 
     def __str__(self) -> str:
         return self.value

@@ -31,6 +31,7 @@ from .listener_async import AsyncQueueListener
 from .native import unwrap
 from .outbox_base import OUTBOX_OPTS, OUTBOX_PREFIX, outbox_queue_name
 from .prepare import check_bool_option, check_sql_args, parse_bool_option
+from .results import result_wake_key
 from .rows import (
     ClaimRow,
     EventRow,
@@ -39,6 +40,7 @@ from .rows import (
     JobRow,
     NewJob,
     RateSpec,
+    ResultRow,
     ScheduleRow,
     claim_row,
     job_row,
@@ -77,6 +79,7 @@ __all__ = [
     "NoteSink",
     "QueueListener",
     "RateSpec",
+    "ResultRow",
     "ScheduleRow",
     "Step",
     "ThreadedAsyncCursor",
@@ -89,6 +92,7 @@ __all__ = [
     "job_row",
     "outbox_queue_name",
     "parse_bool_option",
+    "result_wake_key",
     "schedule_row",
     "stream_stats_of",
     "unwrap",
