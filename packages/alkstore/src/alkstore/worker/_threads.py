@@ -747,15 +747,18 @@ class _Session:
         store = self._store
         batch, rest = split_flush(live) if store is not None else ([], live)
         landed: dict[int, bool] = {}
-        kept = _kept_results(batch)  # RS-1
+        # RS-1: results= only when a job keeps one, so that a store wrapping
+        # ack_each without knowing results still settles the other jobs.
+        kept = _kept_results(batch)
+        more: dict[str, Any] = {} if kept is None else {"results": kept}
         if store is not None and len(rest) == 0:
-            acked = store.ack_each([e.job for e in batch], results=kept)
+            acked = store.ack_each([e.job for e in batch], **more)
             for entry, ok in zip(batch, acked, strict=True):
                 landed[id(entry)] = ok
         elif store is not None and (len(rest) > 1 or batch):
             with store.transaction() as tx:
                 if batch:
-                    acked = store.ack_each([e.job for e in batch], tx=tx, results=kept)
+                    acked = store.ack_each([e.job for e in batch], tx=tx, **more)
                     for entry, ok in zip(batch, acked, strict=True):
                         landed[id(entry)] = ok
                 for entry in rest:
