@@ -14,7 +14,7 @@ from typing import Any
 from .jobs_base import JobData
 from .native import resolve_sync
 from .prepare import check_error
-from .results import ack_results
+from .results import ack_results, check_results_capability
 from .rows import ClaimRow
 from .seam import Executor
 
@@ -39,6 +39,7 @@ class KitJob(JobData):
         results = ack_results((self,), given)
         if results is None:
             return self._landed((self._ex.ack(resolve_sync(tx), (self._fence,)))[0])
+        check_results_capability(self._ex.capabilities)
         landed = self._ex.ack(resolve_sync(tx), (self._fence,), results)
         return self._landed(landed[0])
 

@@ -17,7 +17,7 @@ from alkstore._acompat import aoffload
 from .jobs_base import JobData
 from .native import resolve_async
 from .prepare import check_error
-from .results import ack_results
+from .results import ack_results, check_results_capability
 from .rows import ClaimRow
 from .seam_async import AsyncExecutor
 from .sizes import surely_small
@@ -49,6 +49,7 @@ class AsyncKitJob(JobData):
             results = ack_results((self,), given)
         if results is None:
             return self._landed((await self._ex.ack(await resolve_async(tx), (self._fence,)))[0])
+        check_results_capability(self._ex.capabilities)
         landed = await self._ex.ack(await resolve_async(tx), (self._fence,), results)
         return self._landed(landed[0])
 

@@ -46,7 +46,13 @@ from .queue_base import (
     rate_pause,
     rate_spec,
 )
-from .results import RESULT_FALLBACK_S, ack_results, check_result_wait, result_wake_key
+from .results import (
+    RESULT_FALLBACK_S,
+    ack_results,
+    check_result_wait,
+    check_results_capability,
+    result_wake_key,
+)
 from .rows import ClaimRow, Fence, NewJob, RateSpec
 from .runners import run_blocking
 from .wakes import blocking_plan
@@ -249,6 +255,7 @@ class KitQueue(QueueBase):
         if encoded is None:
             landed = self._ex.ack(None, fences)
         else:
+            check_results_capability(self._ex.capabilities)
             landed = self._ex.ack(None, fences, encoded)
         return sum(h._landed(ok) for h, ok in zip(handles, landed, strict=True))
 
@@ -272,6 +279,7 @@ class KitQueue(QueueBase):
         jid = check_job_id(job_id)
         wait = check_result_wait(wait_s, tx)
         ex = self._ex
+        check_results_capability(ex.capabilities)
         resolved = resolve_sync(tx)
 
         def attempt(idle: bool) -> JobResult | None:

@@ -49,7 +49,13 @@ from .queue_base import (
     rate_pause,
     rate_spec,
 )
-from .results import RESULT_FALLBACK_S, ack_results, check_result_wait, result_wake_key
+from .results import (
+    RESULT_FALLBACK_S,
+    ack_results,
+    check_result_wait,
+    check_results_capability,
+    result_wake_key,
+)
 from .rows import ClaimRow, Fence, NewJob, RateSpec
 from .runners_async import run_blocking_async
 from .sizes import BIG_PAYLOAD_BYTES, surely_small
@@ -313,6 +319,7 @@ class AsyncKitQueue(QueueBase):
         if encoded is None:
             landed = await self._ex.ack(None, fences)
         else:
+            check_results_capability(self._ex.capabilities)
             landed = await self._ex.ack(None, fences, encoded)
         return sum(h._landed(ok) for h, ok in zip(handles, landed, strict=True))
 
@@ -338,6 +345,7 @@ class AsyncKitQueue(QueueBase):
         jid = check_job_id(job_id)
         wait = check_result_wait(wait_s, tx)
         ex = self._ex
+        check_results_capability(ex.capabilities)
         resolved = await resolve_async(tx)
 
         async def attempt(idle: bool) -> JobResult | None:

@@ -29,7 +29,7 @@ from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
 from .queue import KitQueue, claim_sync
 from .queue_base import rate_spec
-from .results import ack_results
+from .results import ack_results, check_results_capability
 from .runners import run_leader
 from .schedules import (
     SCHEDULER_LOCK,
@@ -132,6 +132,7 @@ class KitStore(StoreBase):
         if encoded is None:
             landed = self._ex.ack(native, fences)
         else:
+            check_results_capability(self._ex.capabilities)
             landed = self._ex.ack(native, fences, encoded)
         for i, ok in zip(mine, landed, strict=True):
             out[i] = handles[i]._landed(ok)

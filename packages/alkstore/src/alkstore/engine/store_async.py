@@ -30,7 +30,7 @@ from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
 from .queue_async import AsyncKitQueue, claim_async
 from .queue_base import rate_spec
-from .results import ack_results
+from .results import ack_results, check_results_capability
 from .runners_async import run_leader_async
 from .schedules import (
     SCHEDULER_LOCK,
@@ -140,6 +140,7 @@ class AsyncKitStore(StoreBase):
         if encoded is None:
             landed = await self._ex.ack(native, fences)
         else:
+            check_results_capability(self._ex.capabilities)
             landed = await self._ex.ack(native, fences, encoded)
         for i, ok in zip(mine, landed, strict=True):
             out[i] = handles[i]._landed(ok)
