@@ -438,18 +438,24 @@ class ResultsContract(ContractBase):
 
     @pytest.mark.clause("RS-2", "Q-11")
     def test_a_blocked_result_sees_a_job_die(self, store: Store) -> None:
-        """RS-2: a wait ends with state dead when the job dies instead of finishing."""
-        q = _kept(store)
-        job_id = q.enqueue("x")
-        job = claim_one(q)
-        got: list[JobResult | None] = []
-        waiter = threading.Thread(target=lambda: got.append(q.result(job_id, wait_s=30)))
-        waiter.start()
-        time.sleep(0.3)
-        assert job.fail("gave up")
-        waiter.join(60)
-        assert got and got[0] is not None
-        assert (got[0].state, got[0].last_error) == (JobState.DEAD, "gave up")
+        """RS-2: a wait ends with state dead when the job dies instead of finishing, by
+        fail or by a retry with no attempts left."""
+        q = _kept(store, max_attempts=1)
+        for how in ("fail", "retry"):
+            job_id = q.enqueue(how)
+            job = claim_one(q)
+            got: list[JobResult | None] = []
+
+            def wait(i: int = job_id, into: list[JobResult | None] = got) -> None:
+                into.append(q.result(i, wait_s=30))
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            time.sleep(0.3)
+            assert job.fail("gave up") if how == "fail" else job.retry("gave up")
+            waiter.join(60)
+            assert got and got[0] is not None
+            assert (got[0].state, got[0].last_error) == (JobState.DEAD, "gave up")
 
     @pytest.mark.clause("RS-2", "Q-19")
     @pytest.mark.cross_process

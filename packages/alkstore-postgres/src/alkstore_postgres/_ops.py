@@ -369,7 +369,13 @@ class OpBook:
         return Op(many, tx)
 
     def retry(self, tx: object | None, fence: Fence, delay_s: float, error: str) -> Op[bool]:
-        params = {**self._fence(fence), "delay_s": delay_s, "last_error": error, "wake": self.wake}
+        params = {
+            **self._fence(fence),
+            "delay_s": delay_s,
+            "last_error": error,
+            "wake": self.wake,
+            "prefix": RESULT_WAKE_PREFIX,
+        }
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.retry, params, ROWCOUNT)
@@ -378,7 +384,12 @@ class OpBook:
         return Op(plan, tx)
 
     def fail(self, tx: object | None, fence: Fence, error: str) -> Op[bool]:
-        params = {**self._fence(fence), "last_error": error}
+        params = {
+            **self._fence(fence),
+            "last_error": error,
+            "wake": self.wake,
+            "prefix": RESULT_WAKE_PREFIX,
+        }
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.fenced_to_dead, params, ROWCOUNT)

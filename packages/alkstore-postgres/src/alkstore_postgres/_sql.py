@@ -835,6 +835,13 @@ WHERE {_FENCE}
 RETURNING deadline
 """
 
+# RS-2: a stamped job's death wakes the waiters of its queue's results, as
+# its ack would; one row per job moved either way (the callers count rows).
+_RESULT_WAKE_OF_DEAD = (
+    "CASE WHEN result_ttl_s IS NOT NULL "
+    "THEN pg_notify(%(wake)s::text, %(prefix)s::text || queue) END"
+)
+
 # Q-10 in one statement: with budget left back to pending (and a wake for
 # the queue), at budget to dead with the caller's error. The two conditions
 # exclude each other, so at most one row comes back.
@@ -849,16 +856,17 @@ moved AS (
     WHERE {_FENCE} AND attempts < max_attempts
     RETURNING queue),
 gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} AND attempts >= max_attempts RETURNING *),
-buried AS ({_to_dead("gone", "%(last_error)s::text")} RETURNING 1)
+buried AS ({_to_dead("gone", "%(last_error)s::text")} RETURNING queue, result_ttl_s)
 SELECT pg_notify(%(wake)s::text, queue) FROM moved
-UNION ALL SELECT NULL FROM buried
+UNION ALL SELECT {_RESULT_WAKE_OF_DEAD} FROM buried
 """
 
 # Q-11: the claim's row to dead with the caller's error.
 FENCED_TO_DEAD = f"""
 WITH {_CLOCK},
-gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} RETURNING *)
-{_to_dead("gone", "%(last_error)s::text")}
+gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} RETURNING *),
+buried AS ({_to_dead("gone", "%(last_error)s::text")} RETURNING queue, result_ttl_s)
+SELECT {_RESULT_WAKE_OF_DEAD} FROM buried
 """
 
 # Q-26: back where it stood in claim order (run_at kept the ready time the
