@@ -306,6 +306,25 @@ class ResultsContract(ContractBase):
         assert q.result(job_id) is None
         assert q.list_jobs(JobState.DONE) == []
 
+    @pytest.mark.clause("RS-1", "SC-3")
+    @pytest.mark.requires(Capability.SCHEDULER)
+    def test_a_schedules_opts_stamp_the_jobs_it_fires(self, store: Store) -> None:
+        """RS-1: EnqueueOpts(result_ttl_s=...) of a schedule is stored with it and stamped
+        on every job it fires, which then keeps its result."""
+        queue, name = unique(), unique("s")
+        store.schedule(name, "@every 1s", queue, "tick", EnqueueOpts(result_ttl_s=LONG_S))
+        try:
+            (stored,) = [s for s in store.schedules() if s.name == name]
+            assert stored.opts is not None and stored.opts.result_ttl_s == LONG_S
+            eventually(store.tick_schedules, interval_s=0.1)
+            job = claim_one(store.queue(queue))
+            assert job.result_ttl_s == LONG_S
+            assert job.ack(result="fired")
+            got = store.queue(queue).result(job.id)
+            assert got is not None and got.value == "fired"
+        finally:
+            store.unschedule(name)
+
     @pytest.mark.clause("RS-1", "W-1")
     def test_the_worker_acks_a_stamped_job_with_its_handlers_return_value(
         self, store: Store
