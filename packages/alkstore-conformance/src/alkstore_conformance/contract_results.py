@@ -318,7 +318,7 @@ class ResultsContract(ContractBase):
             assert stored.opts is not None and stored.opts.result_ttl_s == LONG_S
             eventually(store.tick_schedules, interval_s=0.1)
             job = claim_one(store.queue(queue))
-            assert job.result_ttl_s == LONG_S
+            assert info_of(store.queue(queue), job.id).result_ttl_s == LONG_S
             assert job.ack(result="fired")
             got = store.queue(queue).result(job.id)
             assert got is not None and got.value == "fired"
