@@ -38,7 +38,9 @@ def test_version_3_is_upgraded_keeping_its_jobs(db_path: str) -> None:
     with SQLiteStore(db_path) as store:
         q = store.queue("q")
         old = q.claim("w")
-        assert old is not None and old.payload == "old" and old.result_ttl_s is None
+        assert old is not None and old.payload == "old"
+        before = q.get_job(old.id)
+        assert before is not None and before.result_ttl_s is None
         assert old.ack()
         kept = store.queue("q", QueueOpts(result_ttl_s=60))
         job_id = kept.enqueue("new")
