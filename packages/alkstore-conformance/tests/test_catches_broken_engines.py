@@ -91,6 +91,21 @@ BROKEN_JOB_CONTROL: dict[str, dict[str, str]] = {
     },
 }
 
+#: Variants of the kept-results statements (RS-1..RS-3), run against their area.
+BROKEN_RESULTS: dict[str, dict[str, str]] = {
+    # The ack deletes a stamped job and keeps nothing.
+    "ack_keeps_no_result": {"ACK_KEEP": "SELECT 1", "ACK_MANY_KEEP": "SELECT 1"},
+    # Results are shown past their time.
+    "results_never_expire": {
+        name: getattr(_sql, name).replace("keep_until > :now", ":now = :now")
+        for name in ("GET_JOB", "GET_RESULT", "LIST_DONE")
+    },
+    # A result is read through any queue's handle.
+    "result_not_scoped_to_queue": {
+        "GET_RESULT": _sql.GET_RESULT.replace("AND queue = :queue", "AND :queue = :queue")
+    },
+}
+
 SUITE = """
 import pytest
 
@@ -115,7 +130,7 @@ class TestBrokenEngine({mixins}):
 
 
 def test_every_variant_replaces_a_real_statement() -> None:
-    for variant, replacements in {**BROKEN, **BROKEN_JOB_CONTROL}.items():
+    for variant, replacements in {**BROKEN, **BROKEN_JOB_CONTROL, **BROKEN_RESULTS}.items():
         for name, sql in replacements.items():
             assert getattr(_sql, name) != sql, f"{variant}: {name} is not changed"
 
@@ -123,12 +138,13 @@ def test_every_variant_replaces_a_real_statement() -> None:
 _MIXINS = {
     **dict.fromkeys(BROKEN, "QueueContract, BasicsContract"),
     **dict.fromkeys(BROKEN_JOB_CONTROL, "DeadLetterContract, JobControlContract"),
+    **dict.fromkeys(BROKEN_RESULTS, "ResultsContract"),
 }
 
 
 @pytest.mark.parametrize("variant", sorted(_MIXINS))
 def test_suite_fails_a_broken_engine(pytester: pytest.Pytester, variant: str) -> None:
-    replacements = {**BROKEN, **BROKEN_JOB_CONTROL}[variant]
+    replacements = {**BROKEN, **BROKEN_JOB_CONTROL, **BROKEN_RESULTS}[variant]
     suite = SUITE.format(replacements=replacements, mixins=_MIXINS[variant])
     pytester.makepyfile(test_broken=textwrap.dedent(suite))
     result = pytester.runpytest_subprocess(

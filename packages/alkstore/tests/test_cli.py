@@ -381,11 +381,11 @@ def test_sweep_one_queue_or_all(capsys: pytest.CaptureFixture[str], url: str, st
         store.queue(name).enqueue(1, EnqueueOpts(expires_s=0.05))
     time.sleep(0.1)
     data = run_json(capsys, "--url", url, "sweep", "a")
-    assert data == [{"queue": "a", "expired": 1, "purged": 0, "exhausted": 0}]
+    assert data == [{"queue": "a", "expired": 1, "purged": 0, "exhausted": 0, "results": 0}]
     data = run_json(capsys, "--url", url, "sweep", "--all")
     assert data == [
-        {"queue": "a", "expired": 0, "purged": 0, "exhausted": 0},
-        {"queue": "b", "expired": 1, "purged": 0, "exhausted": 0},
+        {"queue": "a", "expired": 0, "purged": 0, "exhausted": 0, "results": 0},
+        {"queue": "b", "expired": 1, "purged": 0, "exhausted": 0, "results": 0},
     ]
     info = store.queue("b").list_jobs(JobState.DEAD)
     assert [i.last_error for i in info] == ["expired"]

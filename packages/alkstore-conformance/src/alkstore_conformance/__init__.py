@@ -41,6 +41,7 @@ _EXPORTS = {
     "NotificationContract": ".contract_notify",
     "OutboxContract": ".contract_outbox",
     "QueueContract": ".contract_queue",
+    "ResultsContract": ".contract_results",
     "SchedulerContract": ".contract_scheduler",
     "ScopingContract": ".contract_scoping",
     "SeamContract": ".contract_seam",
@@ -70,6 +71,7 @@ __all__ = [
     "NotificationContract",
     "OutboxContract",
     "QueueContract",
+    "ResultsContract",
     "SchedulerContract",
     "ScopingContract",
     "SeamContract",
@@ -116,6 +118,7 @@ if TYPE_CHECKING:
     from .contract_notify import NotificationContract
     from .contract_outbox import OutboxContract
     from .contract_queue import QueueContract
+    from .contract_results import ResultsContract
     from .contract_scheduler import SchedulerContract
     from .contract_scoping import ScopingContract
     from .contract_seam import SeamContract

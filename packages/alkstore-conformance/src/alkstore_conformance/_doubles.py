@@ -90,8 +90,8 @@ class RecordingJob:
             return getattr(self.inner, name)
         raise AttributeError(name)
 
-    def ack(self, tx: object | None = None) -> bool:
-        return self._record("ack", lambda: self.inner.ack(tx))
+    def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
+        return self._record("ack", lambda: self.inner.ack(tx, result=result))
 
     def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
         return self._record("retry", lambda: self.inner.retry(error, delay_s, tx))
@@ -175,8 +175,9 @@ class CountingQueue:
             self.jobs.extend(wrapped)
         return list(wrapped)
 
-    def ack_batch(self, jobs: Sequence[Job]) -> int:
-        return self.inner.ack_batch([j.inner if isinstance(j, RecordingJob) else j for j in jobs])
+    def ack_batch(self, jobs: Sequence[Job], *, results: Sequence[Any] | None = None) -> int:
+        inner = [j.inner if isinstance(j, RecordingJob) else j for j in jobs]
+        return self.inner.ack_batch(inner, results=results)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from .contract_lock import LockContract
 from .contract_notify import NotificationContract
 from .contract_outbox import OutboxContract
 from .contract_queue import QueueContract
+from .contract_results import ResultsContract
 from .contract_scheduler import SchedulerContract
 from .contract_scoping import ScopingContract
 from .contract_seam import SeamContract
@@ -35,6 +36,7 @@ class StoreContract(
     QueueContract,
     SettleContract,
     DeadLetterContract,
+    ResultsContract,
     JobControlContract,
     TransactionContract,
     TracingContract,

@@ -38,8 +38,8 @@ class _LyingJob(_Proxy):
     """Every handle operation claims success, lapsed or not (the unfenced
     completion of the Postgres peers)."""
 
-    def ack(self, tx: object | None = None) -> bool:
-        self._inner.ack(tx)
+    def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
+        self._inner.ack(tx, result=result)
         return True
 
     def heartbeat(self, extend_s: float | None = None) -> bool:

@@ -47,6 +47,7 @@ from alkstore.engine import (
     NewJob,
     NoteSink,
     RateSpec,
+    ResultRow,
     ScheduleRow,
 )
 from alkstore.errors import TransientError
@@ -309,8 +310,13 @@ class PgExecutor(ExecutorBase):
     def next_ready(self, queues: Sequence[str]) -> float | None:
         return self._run(self._ops.next_ready(queues, soft=True))
 
-    def ack(self, tx: Joined | None, fences: Sequence[Fence]) -> list[bool]:
-        return self._run(self._ops.ack(fences), tx)
+    def ack(
+        self,
+        tx: Joined | None,
+        fences: Sequence[Fence],
+        results: Sequence[str | None] | None = None,
+    ) -> list[bool]:
+        return self._run(self._ops.ack(fences, results), tx)
 
     def retry(self, tx: Joined | None, fence: Fence, delay_s: float, error: str) -> bool:
         return self._run(self._ops.retry(fence, delay_s, error), tx)
@@ -329,6 +335,9 @@ class PgExecutor(ExecutorBase):
 
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
         return self._run(self._ops.get_job(queue, job_id))
+
+    def get_result(self, tx: Joined | None, queue: str, job_id: int) -> ResultRow | None:
+        return self._run(self._ops.get_result(queue, job_id), tx)
 
     def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> list[JobRow]:
         return self._run(self._ops.list_jobs(queue, state, limit, after_id))

@@ -49,6 +49,7 @@ from alkstore.engine import (
     NewJob,
     NoteSink,
     RateSpec,
+    ResultRow,
     ScheduleRow,
 )
 from alkstore.errors import TransientError
@@ -326,8 +327,13 @@ class AsyncPgExecutor(ExecutorBase):
     async def next_ready(self, queues: Sequence[str]) -> float | None:
         return await self._run(self._ops.next_ready(queues, soft=True))
 
-    async def ack(self, tx: AsyncJoined | None, fences: Sequence[Fence]) -> list[bool]:
-        return await self._run(self._ops.ack(fences), tx)
+    async def ack(
+        self,
+        tx: AsyncJoined | None,
+        fences: Sequence[Fence],
+        results: Sequence[str | None] | None = None,
+    ) -> list[bool]:
+        return await self._run(self._ops.ack(fences, results), tx)
 
     async def retry(self, tx: AsyncJoined | None, fence: Fence, delay_s: float, error: str) -> bool:
         return await self._run(self._ops.retry(fence, delay_s, error), tx)
@@ -346,6 +352,9 @@ class AsyncPgExecutor(ExecutorBase):
 
     async def get_job(self, queue: str, job_id: int) -> JobRow | None:
         return await self._run(self._ops.get_job(queue, job_id))
+
+    async def get_result(self, tx: AsyncJoined | None, queue: str, job_id: int) -> ResultRow | None:
+        return await self._run(self._ops.get_result(queue, job_id), tx)
 
     async def list_jobs(
         self, queue: str, state: JobState, limit: int, after_id: int

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import psycopg
+
 from alkstore.engine import (
     SCHEDULES_WAKE_KEY,
     ClaimRow,
@@ -25,12 +27,14 @@ from alkstore.engine import (
     JobRow,
     NewJob,
     RateSpec,
+    ResultRow,
     ScheduleRow,
     claim_row,
     job_row,
     schedule_row,
     stream_stats_of,
 )
+from alkstore.engine.results import RESULT_WAKE_PREFIX
 from alkstore.errors import QueueFull, TransientError
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
@@ -38,6 +42,21 @@ from . import _sql
 from ._plan import ALL, ONE, ROWCOUNT, Op, Plan, Q
 
 __all__ = ["OpBook", "advisory_key", "user_channel", "utc", "wake_channel"]
+
+#: How many hours ahead the sweep keeps the results' partitions (RS-3,
+#: docs/adr/0018): a sweep at least this often keeps every result out of the
+#: default partition.
+RESULT_HOURS_AHEAD = 6
+_UPKEEP_SAVEPOINT = "SAVEPOINT alkstore_results"
+_UPKEEP_RELEASE = "RELEASE SAVEPOINT alkstore_results"
+_UPKEEP_ROLLBACK = "ROLLBACK TO SAVEPOINT alkstore_results"
+# The partitions' DDL waits at most this long for its locks, so that acks
+# queue behind it no longer than that; the old value is restored after.
+_UPKEEP_LOCK_TIMEOUT = """
+WITH old AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v)
+SELECT v FROM old, LATERAL set_config('lock_timeout', '100ms', true) s
+"""
+_UPKEEP_RESTORE = "SELECT set_config('lock_timeout', %(value)s::text, true)"
 
 # A holder that vanished between the insert and the read of holders (acked
 # meanwhile) frees its key: the insert is tried again, this many times.
@@ -88,6 +107,19 @@ def _schedule_row(row: Sequence[Any]) -> ScheduleRow:
 # ------------------------------------------------------------------- plans
 
 
+def _landed(fences: Sequence[Fence], rows: Sequence[Sequence[Any]]) -> list[bool]:
+    """One result per fence from the ``(id, claims, ...)`` rows an ack
+    deleted: matched by (id, claim), each once, so an older claim of a job
+    whose newer claim is in the same call, or one handle given twice, lands
+    once (Q-7, Q-9)."""
+    gone = {(int(r[0]), int(r[1])) for r in rows}
+    results = []
+    for f in fences:
+        results.append((f.id, f.claim) in gone)
+        gone.discard((f.id, f.claim))
+    return results
+
+
 def _count(stmt: str, params: dict[str, Any]) -> Plan[int]:
     count: int = yield Q(stmt, params, ROWCOUNT)
     return count
@@ -118,6 +150,7 @@ class OpBook:
             "grp": job.group,
             "group_limit": job.group_limit,
             "trace_context": job.trace_context,
+            "result_ttl_s": job.result_ttl_s,
             "wake": self.wake,
         }
 
@@ -166,6 +199,7 @@ class OpBook:
             "grp": [j.group for _, j in jobs],
             "group_limit": [j.group_limit for _, j in jobs],
             "trace_context": [j.trace_context for _, j in jobs],
+            "result_ttl_s": [j.result_ttl_s for _, j in jobs],
             "wake": self.wake,
         }
 
@@ -296,8 +330,28 @@ class OpBook:
 
         return Op(plan, writes=False, soft=soft, soft_value=None)
 
-    def ack(self, fences: Sequence[Fence]) -> Op[list[bool]]:
-        """Q-7, Q-9: one statement for one fence or many; one result each."""
+    def ack(
+        self,
+        fences: Sequence[Fence],
+        results: Sequence[str | None] | None = None,
+    ) -> Op[list[bool]]:
+        """Q-7, Q-9: one statement for one fence or many; one result each.
+        With *results*, the stamped rows keep theirs in the same statement
+        (RS-1)."""
+        if results is not None:
+            keep = {
+                "ids": [f.id for f in fences],
+                "claims": [f.claim for f in fences],
+                "results": list(results),
+                "wake": self.wake,
+                "prefix": RESULT_WAKE_PREFIX,
+            }
+
+            def kept() -> Plan[list[bool]]:
+                rows = yield Q(self.st.ack_keep, keep, ALL)
+                return _landed(fences, rows)
+
+            return Op(kept)
         if len(fences) == 1:
             fence = fences[0]
 
@@ -310,20 +364,18 @@ class OpBook:
         def many() -> Plan[list[bool]]:
             params = {"ids": [f.id for f in fences], "claims": [f.claim for f in fences]}
             rows = yield Q(self.st.ack_many, params, ALL)
-            # Matched by (id, claim), each once: an older claim of a job
-            # whose newer claim is in the same call, or one handle given
-            # twice, lands once (Q-7, Q-9).
-            gone = {(int(r[0]), int(r[1])) for r in rows}
-            results = []
-            for f in fences:
-                results.append((f.id, f.claim) in gone)
-                gone.discard((f.id, f.claim))
-            return results
+            return _landed(fences, rows)
 
         return Op(many)
 
     def retry(self, fence: Fence, delay_s: float, error: str) -> Op[bool]:
-        params = {**self._fence(fence), "delay_s": delay_s, "last_error": error, "wake": self.wake}
+        params = {
+            **self._fence(fence),
+            "delay_s": delay_s,
+            "last_error": error,
+            "wake": self.wake,
+            "prefix": RESULT_WAKE_PREFIX,
+        }
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.retry, params, ROWCOUNT)
@@ -332,7 +384,12 @@ class OpBook:
         return Op(plan)
 
     def fail(self, fence: Fence, error: str) -> Op[bool]:
-        params = {**self._fence(fence), "last_error": error}
+        params = {
+            **self._fence(fence),
+            "last_error": error,
+            "wake": self.wake,
+            "prefix": RESULT_WAKE_PREFIX,
+        }
 
         def plan() -> Plan[bool]:
             count = yield Q(self.st.fenced_to_dead, params, ROWCOUNT)
@@ -372,9 +429,23 @@ class OpBook:
 
         return Op(plan, writes=False)
 
+    def get_result(self, queue: str, job_id: int) -> Op[ResultRow | None]:
+        """RS-2: a pure read, in the caller's transaction when given."""
+
+        def plan() -> Plan[ResultRow | None]:
+            row = yield Q(self.st.get_result, {"id": job_id, "queue": queue}, ONE)
+            if row is None:
+                return None
+            return ResultRow(int(row[0]), row[1], row[2], row[3], utc(row[4]))
+
+        return Op(plan, writes=False)
+
     def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> Op[list[JobRow]]:
         params = {"queue": queue, "state": state.value, "after": after_id, "limit": limit}
-        stmt = self.st.list_dead if state is JobState.DEAD else self.st.list_live
+        if state is JobState.DONE:
+            stmt = self.st.list_done
+        else:
+            stmt = self.st.list_dead if state is JobState.DEAD else self.st.list_live
 
         def plan() -> Plan[list[JobRow]]:
             rows = yield Q(stmt, params, ALL)
@@ -404,11 +475,37 @@ class OpBook:
         return Op(every, writes=False)
 
     def sweep(self, queue: str) -> Op[SweepResult]:
+        """Q-12, Q-15..Q-17 in one statement; then RS-3: the upkeep of the
+        results' partitions (whole partitions past their time dropped, the
+        next hours' created), skipped when this role may not or the lock is
+        not free at once, and the queue's remaining results past their time
+        deleted (docs/adr/0018)."""
+        upkeep = {"schema": self.schema, "queue": queue, "ahead": RESULT_HOURS_AHEAD}
+
         def plan() -> Plan[SweepResult]:
             expired, purged, exhausted = yield Q(self.st.sweep, {"queue": queue}, ONE)
-            return SweepResult(expired=int(expired), purged=int(purged), exhausted=int(exhausted))
+            dropped = 0
+            yield Q(_UPKEEP_SAVEPOINT, None, kind="control")
+            try:
+                (old,) = yield Q(_UPKEEP_LOCK_TIMEOUT, {}, ONE)
+                (count,) = yield Q(self.st.result_partitions, upkeep, ONE)
+                yield Q(_UPKEEP_RESTORE, {"value": old})
+                yield Q(_UPKEEP_RELEASE, None, kind="control")
+                dropped = int(count)
+            except psycopg.Error:
+                # No DDL for this role, or the partitions are busy: the rows
+                # are deleted one by one below, or at a later sweep.
+                yield Q(_UPKEEP_ROLLBACK, None, kind="control")
+                yield Q(_UPKEEP_RELEASE, None, kind="control")
+            deleted = yield Q(self.st.purge_results, {"queue": queue}, ROWCOUNT)
+            return SweepResult(
+                expired=int(expired),
+                purged=int(purged),
+                exhausted=int(exhausted),
+                results=dropped + int(deleted),
+            )
 
-        return Op(plan)
+        return Op(plan, atomic=True)
 
     def redrive(self, queue: str, job_ids: Sequence[int] | None) -> Op[int]:
         """Q-21: one statement; the wake goes out only when something moved."""

@@ -28,7 +28,7 @@ from psycopg import sql
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Statements"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # ----------------------------------------------------------------------- schema
 
@@ -311,12 +311,110 @@ MIGRATIONS: dict[int, list[str]] = {
         END
         $body$""",
     ],
+    # Version 4 (as SQLite's): kept results (RS-1..RS-3, docs/adr/0018). The
+    # RS-1 stamp on live and dead rows; the results of acked jobs so stamped
+    # in a table of their own, never read by a claim, partitioned by the
+    # hour they finished in so that expiry drops whole partitions: the
+    # sweep creates the next hours' partitions ahead and drops the past ones
+    # whose every result is past its time (result_partitions below). Rows
+    # of an hour without a partition go to the default one, whose rows the
+    # sweep deletes one by one.
+    4: [
+        "ALTER TABLE {schema}.jobs ADD COLUMN result_ttl_s double precision",
+        "ALTER TABLE {schema}.dead ADD COLUMN result_ttl_s double precision",
+        """CREATE TABLE {schema}.results (
+            id bigint NOT NULL,
+            queue text NOT NULL,
+            payload json NOT NULL,
+            priority integer NOT NULL,
+            run_at timestamptz NOT NULL,
+            created_at timestamptz NOT NULL,
+            claimed_at timestamptz,
+            deadline timestamptz,
+            worker_id text,
+            attempts integer NOT NULL,
+            max_attempts integer NOT NULL,
+            visibility_timeout_s double precision NOT NULL,
+            backoff_base_s double precision NOT NULL,
+            dead_letter_retention_s double precision,
+            expires_at timestamptz,
+            claims integer NOT NULL,
+            unique_key text,
+            grp text,
+            group_limit integer,
+            trace_context text,
+            result_ttl_s double precision NOT NULL,
+            result json NOT NULL,
+            finished_at timestamptz NOT NULL,
+            keep_until timestamptz NOT NULL
+        ) PARTITION BY RANGE (finished_at)""",
+        "CREATE TABLE {schema}.results_default PARTITION OF {schema}.results DEFAULT",
+        # A job's result by id (get_job, q.result) and a queue's in id order
+        # (list_jobs); the newest expiry of a partition, one probe (whether
+        # it can be dropped), and the rows past their time.
+        "CREATE INDEX results_queue ON {schema}.results (queue, id)",
+        "CREATE INDEX results_keep ON {schema}.results (keep_until)",
+        # Partition upkeep, run by the sweep in a savepoint with a short lock
+        # timeout: a role that may not run DDL, or a sweep that cannot get
+        # the lock at once, skips it and the rows are deleted one by one.
+        # Partitions are named after their hour (epoch seconds / 3600) and
+        # only ever created for hours still to come, so no row of the
+        # default partition can fall in one. Returns how many rows of queue
+        # q the dropped partitions held. One sweep at a time does it.
+        """CREATE FUNCTION {schema}.result_partitions(sch text, q text, ahead integer)
+            RETURNS bigint LANGUAGE plpgsql AS $body$
+        DECLARE
+            now_t timestamptz := clock_timestamp();
+            cur bigint := floor(extract(epoch FROM clock_timestamp()) / 3600)::bigint;
+            part record;
+            hour bigint;
+            newest timestamptz;
+            held bigint;
+            dropped bigint := 0;
+        BEGIN
+            IF NOT pg_try_advisory_xact_lock(
+                    hashtextextended('alkstore.results' || chr(1) || sch, 0)) THEN
+                RETURN 0;
+            END IF;
+            FOR part IN
+                SELECT c.relname FROM pg_catalog.pg_inherits i
+                JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+                WHERE i.inhparent = (
+                    SELECT r.oid FROM pg_catalog.pg_class r
+                    JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+                    WHERE n.nspname = sch AND r.relname = 'results')
+                  AND c.relname ~ '^results_h[0-9]+$'
+            LOOP
+                hour := substr(part.relname, 10)::bigint;
+                CONTINUE WHEN hour >= cur;
+                EXECUTE format('SELECT max(keep_until) FROM %%I.%%I', sch, part.relname)
+                    INTO newest;
+                CONTINUE WHEN newest IS NOT NULL AND newest > now_t;
+                EXECUTE format('SELECT count(*) FROM %%I.%%I WHERE queue = $1', sch, part.relname)
+                    INTO held USING q;
+                EXECUTE format('DROP TABLE %%I.%%I', sch, part.relname);
+                dropped := dropped + held;
+            END LOOP;
+            FOR hour IN cur + 1 .. cur + ahead LOOP
+                IF to_regclass(format('%%I.%%I', sch, 'results_h' || hour)) IS NULL THEN
+                    EXECUTE format(
+                        'CREATE TABLE %%I.%%I PARTITION OF %%I.results '
+                        'FOR VALUES FROM (%%L) TO (%%L)',
+                        sch, 'results_h' || hour, sch,
+                        to_timestamp(hour * 3600), to_timestamp((hour + 1) * 3600));
+                END IF;
+            END LOOP;
+            RETURN dropped;
+        END
+        $body$""",
+    ],
 }
 #: What each migration brings, for the error a role that cannot run it gets.
 MIGRATION_TITLES = {
     1: "the engine's tables",
     2: "claim numbers, unique keys, groups, trace context, rate limits",
     3: "group slots for ready rows first, expired slot holders",
+    4: "kept results",
 }
 
 # ------------------------------------------------------------------------ queue
@@ -327,7 +425,7 @@ _NOW = "(SELECT t FROM clock)"
 _JOB_COLUMNS = (
     "id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id, "
     "attempts, max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, "
-    "expires_at, claims, unique_key, grp, group_limit, trace_context"
+    "expires_at, claims, unique_key, grp, group_limit, trace_context, result_ttl_s"
 )
 
 
@@ -368,7 +466,7 @@ _INSERT_JOB = """
 INSERT INTO {schema}.jobs (
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
 """
 # The values of one new job; :run_at wins over :delay_s (NewJob). A row of
 # a limited group is parked and rebalanced by the trigger of its group.
@@ -376,7 +474,8 @@ _JOB_VALUES = """
     %(queue)s::text, 'pending', {payload}, %(priority)s::int, r.run_at, r.run_at, c.t,
     %(max_attempts)s::int, %(visibility_timeout_s)s::float8, %(backoff_base_s)s::float8,
     %(dead_letter_retention_s)s::float8, c.t + %(expires_s)s::float8 * interval '1 second',
-    {key}, %(grp)s::text, %(group_limit)s::int, 0, %(trace_context)s::text
+    {key}, %(grp)s::text, %(group_limit)s::int, 0, %(trace_context)s::text,
+    %(result_ttl_s)s::float8
 """
 _JOB_SOURCES = """
 clock c CROSS JOIN LATERAL (
@@ -426,19 +525,20 @@ rows AS (
         %(run_at)s::timestamptz[], %(delay_s)s::float8[], %(max_attempts)s::int[],
         %(visibility_timeout_s)s::float8[], %(backoff_base_s)s::float8[],
         %(dead_letter_retention_s)s::float8[], %(expires_s)s::float8[], %(grp)s::text[],
-        %(group_limit)s::int[], %(trace_context)s::text[])
+        %(group_limit)s::int[], %(trace_context)s::text[], %(result_ttl_s)s::float8[])
         WITH ORDINALITY AS r(queue, payload, priority, run_at, delay_s, max_attempts,
                              visibility_timeout_s, backoff_base_s, dead_letter_retention_s,
-                             expires_s, grp, group_limit, trace_context, ord)),
+                             expires_s, grp, group_limit, trace_context, result_ttl_s, ord)),
 wake AS MATERIALIZED (
     SELECT pg_notify(%(wake)s::text, d.queue) FROM (SELECT DISTINCT queue FROM rows) d)
 INSERT INTO {{schema}}.jobs (
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
 SELECT r.queue, 'pending', r.payload::json, r.priority, a.at, a.at, c.t, r.max_attempts,
     r.visibility_timeout_s, r.backoff_base_s, r.dead_letter_retention_s,
-    c.t + r.expires_s * interval '1 second', NULL, r.grp, r.group_limit, 0, r.trace_context
+    c.t + r.expires_s * interval '1 second', NULL, r.grp, r.group_limit, 0, r.trace_context,
+    r.result_ttl_s
 FROM rows r CROSS JOIN clock c
 CROSS JOIN LATERAL (SELECT COALESCE(r.run_at, c.t + r.delay_s * interval '1 second') AS at) a
 CROSS JOIN (SELECT count(*) FROM wake) w
@@ -593,7 +693,7 @@ claimed AS (
     WHERE j.id = p.id
     RETURNING j.id, j.queue, j.payload::text AS payload, j.attempts, j.claims, j.max_attempts,
         j.priority, j.run_at, j.claimed_at, j.deadline, j.visibility_timeout_s,
-        j.backoff_base_s, j.grp, j.trace_context)
+        j.backoff_base_s, j.grp, j.trace_context, j.result_ttl_s)
 SELECT claimed.*, flag.exhausted
 FROM (SELECT (
         SELECT ready_at FROM {{schema}}.jobs
@@ -701,6 +801,31 @@ WHERE j.id = h.id AND j.claims = h.claim AND j.state = 'processing' AND j.deadli
 RETURNING j.id, j.claims
 """
 
+# RS-1: the ack of fences whose jobs may keep a result, one statement: the
+# stamped rows it deletes go, with their results (a JSON null when none was
+# given), into the results table in the same transaction, and the commit
+# wakes the waiters of each queue's results (RS-2).
+ACK_KEEP = f"""
+WITH {_CLOCK},
+gone AS (
+    DELETE FROM {{schema}}.jobs j
+    USING unnest(%(ids)s::bigint[], %(claims)s::int[], %(results)s::text[])
+        AS h(id, claim, result)
+    WHERE j.id = h.id AND j.claims = h.claim AND j.state = 'processing'
+      AND j.deadline > {_NOW}
+    RETURNING j.*, h.result AS kept),
+stored AS (
+    INSERT INTO {{schema}}.results ({_JOB_COLUMNS}, result, finished_at, keep_until)
+    SELECT {_JOB_COLUMNS}, COALESCE(kept, 'null')::json, {_NOW},
+        {_NOW} + result_ttl_s * interval '1 second'
+    FROM gone WHERE result_ttl_s IS NOT NULL
+    RETURNING queue),
+wake AS MATERIALIZED (
+    SELECT pg_notify(%(wake)s::text, %(prefix)s::text || d.queue)
+    FROM (SELECT DISTINCT queue FROM stored) d)
+SELECT g.id, g.claims, (SELECT count(*) FROM wake) FROM gone g
+"""
+
 HEARTBEAT = f"""
 WITH {_CLOCK}
 UPDATE {{schema}}.jobs
@@ -709,6 +834,13 @@ SET deadline = {_NOW} + %(extend_s)s::float8 * interval '1 second',
 WHERE {_FENCE}
 RETURNING deadline
 """
+
+# RS-2: a stamped job's death wakes the waiters of its queue's results, as
+# its ack would; one row per job moved either way (the callers count rows).
+_RESULT_WAKE_OF_DEAD = (
+    "CASE WHEN result_ttl_s IS NOT NULL "
+    "THEN pg_notify(%(wake)s::text, %(prefix)s::text || queue) END"
+)
 
 # Q-10 in one statement: with budget left back to pending (and a wake for
 # the queue), at budget to dead with the caller's error. The two conditions
@@ -724,16 +856,17 @@ moved AS (
     WHERE {_FENCE} AND attempts < max_attempts
     RETURNING queue),
 gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} AND attempts >= max_attempts RETURNING *),
-buried AS ({_to_dead("gone", "%(last_error)s::text")} RETURNING 1)
+buried AS ({_to_dead("gone", "%(last_error)s::text")} RETURNING queue, result_ttl_s)
 SELECT pg_notify(%(wake)s::text, queue) FROM moved
-UNION ALL SELECT NULL FROM buried
+UNION ALL SELECT {_RESULT_WAKE_OF_DEAD} FROM buried
 """
 
 # Q-11: the claim's row to dead with the caller's error.
 FENCED_TO_DEAD = f"""
 WITH {_CLOCK},
-gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} RETURNING *)
-{_to_dead("gone", "%(last_error)s::text")}
+gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} RETURNING *),
+buried AS ({_to_dead("gone", "%(last_error)s::text")} RETURNING queue, result_ttl_s)
+SELECT {_RESULT_WAKE_OF_DEAD} FROM buried
 """
 
 # Q-26: back where it stood in claim order (run_at kept the ready time the
@@ -756,24 +889,72 @@ _INFO_LIVE = """
 SELECT id, queue, state, payload::text, priority, run_at, created_at, claimed_at, deadline,
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, NULL::text AS last_error,
-    NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context
+    NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context, result_ttl_s,
+    NULL::text AS result, NULL::timestamptz AS finished_at
 FROM {schema}.jobs
 """
 _INFO_DEAD = """
 SELECT id, queue, 'dead' AS state, payload::text, priority, run_at, created_at, claimed_at,
     deadline, worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, last_error, died_at,
-    unique_key, grp, group_limit, trace_context
+    unique_key, grp, group_limit, trace_context, result_ttl_s,
+    NULL::text AS result, NULL::timestamptz AS finished_at
 FROM {schema}.dead
+"""
+# RS-1: a kept result, until its time is up.
+_INFO_DONE = """
+SELECT id, queue, 'done' AS state, payload::text, priority, run_at, created_at, claimed_at,
+    deadline, worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, NULL::text AS last_error,
+    NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context, result_ttl_s,
+    result::text, finished_at
+FROM {schema}.results
 """
 
 # One statement over both tables: one snapshot, so a row moving to dead
 # between two reads cannot be missed (Q-14); scoped to the queue (C-7).
 GET_JOB = (
-    _INFO_LIVE
+    f"WITH {_CLOCK} "
+    + _INFO_LIVE
     + "WHERE id = %(id)s::bigint AND queue = %(queue)s::text UNION ALL "
     + _INFO_DEAD
-    + "WHERE id = %(id)s::bigint AND queue = %(queue)s::text"
+    + "WHERE id = %(id)s::bigint AND queue = %(queue)s::text UNION ALL "
+    + _INFO_DONE
+    + f"WHERE id = %(id)s::bigint AND queue = %(queue)s::text AND keep_until > {_NOW}"
+)
+# RS-2: how a job ended, in one snapshot of both tables.
+GET_RESULT = f"""
+WITH {_CLOCK}
+SELECT id, 'done', result::text, NULL::text, finished_at FROM {{schema}}.results
+WHERE id = %(id)s::bigint AND queue = %(queue)s::text AND keep_until > {_NOW}
+UNION ALL
+SELECT id, 'dead', NULL::text, last_error, died_at FROM {{schema}}.dead
+WHERE id = %(id)s::bigint AND queue = %(queue)s::text
+"""
+LIST_DONE = (
+    f"WITH {_CLOCK} "
+    + _INFO_DONE
+    + f"WHERE queue = %(queue)s::text AND keep_until > {_NOW} AND id > %(after)s::bigint "
+    + "ORDER BY id LIMIT %(limit)s::int"
+)
+# RS-3, after the partition upkeep: the queue's results past their time in
+# the hours before the current one (the default partition's, and those of a
+# partition the upkeep could not drop); the current hour's wait for its
+# partition to be dropped whole. Reads never show a result past its time.
+PURGE_RESULTS = f"""
+WITH {_CLOCK},
+hour AS MATERIALIZED (
+    SELECT to_timestamp(floor(extract(epoch FROM {_NOW}) / 3600) * 3600) AS start)
+DELETE FROM {{schema}}.results
+WHERE queue = %(queue)s::text AND finished_at < (SELECT start FROM hour)
+  AND id = ANY (ARRAY (
+    SELECT id FROM {{schema}}.results
+    WHERE queue = %(queue)s::text AND keep_until <= {_NOW}
+      AND finished_at < (SELECT start FROM hour)
+    FOR UPDATE SKIP LOCKED))
+"""
+RESULT_PARTITIONS = (
+    "SELECT {schema}.result_partitions(%(schema)s::text, %(queue)s::text, %(ahead)s::int)"
 )
 
 # Every index of the jobs table is partial, so a queue's live rows are read
@@ -858,11 +1039,11 @@ moved AS (
     INSERT INTO {{schema}}.jobs (
         id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
         max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-        unique_key, grp, group_limit, parked, trace_context)
+        unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
     OVERRIDING SYSTEM VALUE
     SELECT id, queue, 'pending', payload, priority, c.t, c.t, created_at, 0, claims,
         max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
-        unique_key, grp, group_limit, 0, trace_context
+        unique_key, grp, group_limit, 0, trace_context, result_ttl_s
     FROM source, clock c
     ORDER BY id
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
@@ -1101,6 +1282,11 @@ class Statements:
         self.next_ready = c(NEXT_READY)
         self.ack = c(ACK)
         self.ack_many = c(ACK_MANY)
+        self.ack_keep = c(ACK_KEEP)
+        self.get_result = c(GET_RESULT)
+        self.list_done = c(LIST_DONE)
+        self.purge_results = c(PURGE_RESULTS)
+        self.result_partitions = c(RESULT_PARTITIONS)
         self.heartbeat = c(HEARTBEAT)
         self.retry = c(RETRY)
         self.fenced_to_dead = c(FENCED_TO_DEAD)

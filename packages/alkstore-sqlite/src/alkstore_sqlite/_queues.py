@@ -11,7 +11,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from alkstore.engine import ClaimRow, Fence, Inserted, JobRow, NewJob, RateSpec, claim_row, job_row
+from alkstore.engine import (
+    ClaimRow,
+    Fence,
+    Inserted,
+    JobRow,
+    NewJob,
+    RateSpec,
+    ResultRow,
+    claim_row,
+    job_row,
+)
 from alkstore.errors import QueueFull, TransientError
 from alkstore.types import JobState, QueueStats, SweepResult
 
@@ -62,6 +72,7 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
         "group_limit": job.group_limit,
         "parked": 0,
         "trace_context": job.trace_context,
+        "result_ttl_s": job.result_ttl_s,
     }
 
 
@@ -387,22 +398,33 @@ class QueueOps:
 
     # -------------------------------------------------------------- handle ops
 
-    def ack(self, tx: sqlite3.Connection | None, fences: Sequence[Fence]) -> list[bool]:
+    def ack(
+        self,
+        tx: sqlite3.Connection | None,
+        fences: Sequence[Fence],
+        results: Sequence[str | None] | None = None,
+    ) -> list[bool]:
         grouped = any(f.group is not None for f in fences)
+        keep = results is not None
         if len(fences) == 1:
             fence = fences[0]
 
             def one(conn: sqlite3.Connection) -> list[bool]:
                 params = {"id": fence.id, "claim": fence.claim, "now": now_us()}
+                if results is not None:  # RS-1, in the ack's transaction
+                    conn.execute(_sql.ACK_KEEP, {**params, "result": results[0]})
                 rows = conn.execute(_sql.ACK, params).fetchall()
                 if rows and grouped:
                     self._rebalance_rows(conn, rows[0][0], rows)
                 return [bool(rows)]
 
-            return self._write(tx, one, single=not grouped)
+            return self._write(tx, one, single=not (grouped or keep))
 
         def many(conn: sqlite3.Connection) -> list[bool]:
             params = {"fences": json.dumps([[f.id, f.claim] for f in fences]), "now": now_us()}
+            if results is not None:  # RS-1, in the ack's transaction
+                triples = [[f.id, f.claim, r] for f, r in zip(fences, results, strict=True)]
+                conn.execute(_sql.ACK_MANY_KEEP, {**params, "fences": json.dumps(triples)})
             rows = conn.execute(_sql.ACK_MANY, params).fetchall()
             if grouped:
                 for queue in {r[2] for r in rows}:
@@ -411,14 +433,14 @@ class QueueOps:
             # whose newer claim is in the same call, or the same handle
             # given twice, lands once.
             gone = {(int(r[0]), int(r[1])) for r in rows}
-            results = []
+            landed = []
             for f in fences:
                 key = (f.id, f.claim)
-                results.append(key in gone)
+                landed.append(key in gone)
                 gone.discard(key)
-            return results
+            return landed
 
-        return self._write(tx, many, single=not grouped)
+        return self._write(tx, many, single=not (grouped or keep))
 
     def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
         def run(conn: sqlite3.Connection) -> datetime | None:
@@ -485,13 +507,33 @@ class QueueOps:
         return self._write(tx, run)
 
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
+        params = {"id": job_id, "queue": queue, "now": now_us()}
         with self._read() as conn:
-            row = conn.execute(_sql.GET_JOB, {"id": job_id, "queue": queue}).fetchone()
+            row = conn.execute(_sql.GET_JOB, params).fetchone()
         return None if row is None else job_row(row, to_datetime)
+
+    def get_result(
+        self, tx: sqlite3.Connection | None, queue: str, job_id: int
+    ) -> ResultRow | None:
+        def run(conn: sqlite3.Connection) -> ResultRow | None:
+            params = {"id": job_id, "queue": queue, "now": now_us()}
+            row = conn.execute(_sql.GET_RESULT, params).fetchone()
+            if row is None:
+                return None
+            return ResultRow(int(row[0]), row[1], row[2], row[3], to_datetime(row[4]))
+
+        if tx is not None:
+            return self._write(tx, run, single=True)  # a read in the caller's transaction
+        with self._read() as conn:
+            return run(conn)
 
     def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> list[JobRow]:
         params = {"queue": queue, "state": state.value, "after": after_id, "limit": limit}
-        sql = _sql.LIST_DEAD if state is JobState.DEAD else _sql.LIST_LIVE
+        if state is JobState.DONE:
+            params["now"] = now_us()
+            sql = _sql.LIST_DONE
+        else:
+            sql = _sql.LIST_DEAD if state is JobState.DEAD else _sql.LIST_LIVE
         with self._read() as conn:
             return [job_row(r, to_datetime) for r in conn.execute(sql, params)]
 
@@ -517,7 +559,8 @@ class QueueOps:
             expired = len(gone)
             exhausted = self._exhaust(conn, queue, now)
             purged = conn.execute(_sql.PURGE_RETAINED, params).rowcount
-            return SweepResult(expired=expired, purged=purged, exhausted=exhausted)
+            results = conn.execute(_sql.PURGE_RESULTS, params).rowcount
+            return SweepResult(expired=expired, purged=purged, exhausted=exhausted, results=results)
 
         return self._write(None, run)
 

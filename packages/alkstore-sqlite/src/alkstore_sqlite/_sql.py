@@ -11,7 +11,7 @@ from __future__ import annotations
 
 # ----------------------------------------------------------------------- schema
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 META_TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__alkstore_meta'"
 GET_VERSION = "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'"
@@ -184,6 +184,44 @@ MIGRATIONS: dict[int, list[str]] = {
             WHERE grp IS NOT NULL AND parked = 0 AND state = 'pending'
               AND expires_at IS NOT NULL""",
     ],
+    # Version 4: kept results (RS-1..RS-3, docs/adr/0018). The RS-1 stamp on
+    # live and dead rows; the results of acked jobs so stamped in a table of
+    # their own, with the job's row as it was at the ack, never read by a
+    # claim: the claim's table and its indexes are unchanged.
+    4: [
+        "ALTER TABLE __alkstore_jobs ADD COLUMN result_ttl_s REAL",
+        "ALTER TABLE __alkstore_dead ADD COLUMN result_ttl_s REAL",
+        """CREATE TABLE IF NOT EXISTS __alkstore_results (
+            id INTEGER PRIMARY KEY,
+            queue TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            run_at INTEGER NOT NULL,
+            created_at INTEGER NOT NULL,
+            claimed_at INTEGER,
+            deadline INTEGER,
+            worker_id TEXT,
+            attempts INTEGER NOT NULL,
+            max_attempts INTEGER NOT NULL,
+            visibility_timeout_s REAL NOT NULL,
+            backoff_base_s REAL NOT NULL,
+            dead_letter_retention_s REAL,
+            expires_at INTEGER,
+            claims INTEGER NOT NULL,
+            unique_key TEXT,
+            grp TEXT,
+            group_limit INTEGER,
+            trace_context TEXT,
+            result_ttl_s REAL NOT NULL,
+            result TEXT NOT NULL,
+            finished_at INTEGER NOT NULL,
+            keep_until INTEGER NOT NULL
+        )""",
+        # Listing a queue's done jobs by id; the sweep's deletes by time.
+        "CREATE INDEX IF NOT EXISTS __alkstore_results_queue ON __alkstore_results (queue, id)",
+        """CREATE INDEX IF NOT EXISTS __alkstore_results_keep
+            ON __alkstore_results (queue, keep_until)""",
+    ],
 }
 
 # ------------------------------------------------------------------------ queue
@@ -191,7 +229,7 @@ MIGRATIONS: dict[int, list[str]] = {
 _JOB_COLUMNS = (
     "id, queue, payload, priority, run_at, created_at, claimed_at, deadline, worker_id, "
     "attempts, max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, "
-    "expires_at, claims, unique_key, grp, group_limit, trace_context"
+    "expires_at, claims, unique_key, grp, group_limit, trace_context, result_ttl_s"
 )
 # Moving a row to dead stamps died_at and, with a retention, purge_at (Q-16).
 _TO_DEAD = (
@@ -205,13 +243,13 @@ _TO_DEAD = (
 _INSERT_COLUMNS = """
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context"""
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s"""
 
 ENQUEUE = f"""
 INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 VALUES (:queue, 'pending', :payload, :priority, :run_at, :run_at, :now, :max_attempts,
     :visibility_timeout_s, :backoff_base_s, :dead_letter_retention_s, :expires_at, :unique_key,
-    :grp, :group_limit, :parked, :trace_context)
+    :grp, :group_limit, :parked, :trace_context, :result_ttl_s)
 RETURNING id
 """
 # A unique key a live job holds already: nothing is written (Q-23).
@@ -223,7 +261,7 @@ ENQUEUE_MANY = f"""
 INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 SELECT :queue, 'pending', json_extract(value, '$[0]'), :priority, :run_at, :run_at, :now,
     :max_attempts, :visibility_timeout_s, :backoff_base_s, :dead_letter_retention_s, :expires_at,
-    json_extract(value, '$[1]'), :grp, :group_limit, :parked, :trace_context
+    json_extract(value, '$[1]'), :grp, :group_limit, :parked, :trace_context, :result_ttl_s
 FROM json_each(:items) ORDER BY key
 RETURNING id, unique_key
 """
@@ -386,7 +424,7 @@ SET state = 'processing',
     worker_id = :worker_id
 WHERE id IN ({pick})
 RETURNING id, queue, payload, attempts, claims, max_attempts, priority, run_at, claimed_at,
-    deadline, visibility_timeout_s, backoff_base_s, grp, trace_context
+    deadline, visibility_timeout_s, backoff_base_s, grp, trace_context, result_ttl_s
 """
 CLAIM = _CLAIM_UPDATE.format(pick=_CLAIM_PICK)
 CLAIM_AT = _CLAIM_UPDATE.format(pick=_CLAIM_PICK.replace(f"({TOP_PRIORITY})", ":p", 1))
@@ -435,6 +473,30 @@ WHERE (id, claims) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '
 RETURNING id, claims, queue, grp
 """
 
+# RS-1: before the ack's delete, in its transaction, a stamped row's result
+# is kept with the row as it stands (a JSON null when none was given).
+_KEEP = (
+    f"INSERT OR IGNORE INTO __alkstore_results ({_JOB_COLUMNS}, result, finished_at, keep_until) "
+)
+ACK_KEEP = (
+    _KEEP
+    + f"""SELECT {_JOB_COLUMNS}, COALESCE(:result, 'null'), :now,
+    :now + CAST(result_ttl_s * 1000000 AS INTEGER)
+FROM __alkstore_jobs WHERE {_FENCE} AND result_ttl_s IS NOT NULL"""
+)
+# Many: a JSON array of [id, claim, result text or null] triples.
+ACK_MANY_KEEP = (
+    _KEEP
+    + "SELECT "
+    + ", ".join(f"j.{c.strip()}" for c in _JOB_COLUMNS.split(","))
+    + """, COALESCE(json_extract(h.value, '$[2]'), 'null'), :now,
+    :now + CAST(j.result_ttl_s * 1000000 AS INTEGER)
+FROM json_each(:fences) h
+JOIN __alkstore_jobs j
+  ON j.id = json_extract(h.value, '$[0]') AND j.claims = json_extract(h.value, '$[1]')
+WHERE j.state = 'processing' AND j.deadline > :now AND j.result_ttl_s IS NOT NULL"""
+)
+
 HEARTBEAT = f"""
 UPDATE __alkstore_jobs SET deadline = :deadline, ready_at = :deadline
 WHERE {_FENCE}
@@ -467,15 +529,25 @@ _INFO_LIVE = """
 SELECT id, queue, state, payload, priority, run_at, created_at, claimed_at, deadline,
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, NULL AS last_error, NULL AS died_at,
-    unique_key, grp, group_limit, trace_context
+    unique_key, grp, group_limit, trace_context, result_ttl_s, NULL AS result,
+    NULL AS finished_at
 FROM __alkstore_jobs
 """
 _INFO_DEAD = """
 SELECT id, queue, 'dead' AS state, payload, priority, run_at, created_at, claimed_at, deadline,
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, last_error, died_at,
-    unique_key, grp, group_limit, trace_context
+    unique_key, grp, group_limit, trace_context, result_ttl_s, NULL AS result,
+    NULL AS finished_at
 FROM __alkstore_dead
+"""
+# RS-1: a kept result, until its time is up.
+_INFO_DONE = """
+SELECT id, queue, 'done' AS state, payload, priority, run_at, created_at, claimed_at, deadline,
+    worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, NULL AS last_error, NULL AS died_at,
+    unique_key, grp, group_limit, trace_context, result_ttl_s, result, finished_at
+FROM __alkstore_results
 """
 
 # One statement over both tables: one snapshot, so a row moving to dead
@@ -484,8 +556,24 @@ GET_JOB = (
     _INFO_LIVE
     + "WHERE id = :id AND queue = :queue UNION ALL "
     + _INFO_DEAD
-    + "WHERE id = :id AND queue = :queue"
+    + "WHERE id = :id AND queue = :queue UNION ALL "
+    + _INFO_DONE
+    + "WHERE id = :id AND queue = :queue AND keep_until > :now"
 )
+# RS-2: how a job ended, in one snapshot of both tables.
+GET_RESULT = """
+SELECT id, 'done', result, NULL, finished_at FROM __alkstore_results
+WHERE id = :id AND queue = :queue AND keep_until > :now
+UNION ALL
+SELECT id, 'dead', NULL, last_error, died_at FROM __alkstore_dead
+WHERE id = :id AND queue = :queue
+"""
+LIST_DONE = (
+    _INFO_DONE
+    + "WHERE queue = :queue AND keep_until > :now AND id > :after ORDER BY id LIMIT :limit"
+)
+# RS-3: kept results past their time.
+PURGE_RESULTS = "DELETE FROM __alkstore_results WHERE queue = :queue AND keep_until <= :now"
 
 LIST_LIVE = (
     _INFO_LIVE + "WHERE queue = :queue AND state = :state AND id > :after ORDER BY id LIMIT :limit"
@@ -533,10 +621,10 @@ REDRIVE = """
 INSERT OR IGNORE INTO __alkstore_jobs (
     id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
 SELECT id, queue, 'pending', payload, priority, :now, :now, created_at, 0, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
-    unique_key, grp, group_limit, 0, trace_context
+    unique_key, grp, group_limit, 0, trace_context, result_ttl_s
 FROM __alkstore_dead
 WHERE queue = :queue AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
 ORDER BY id

@@ -24,6 +24,7 @@ from .types import (
     EnqueueOpts,
     Event,
     JobInfo,
+    JobResult,
     JobState,
     LockInfo,
     Notification,
@@ -129,8 +130,9 @@ class Job(Protocol):
         """When this claim lapses; moved by a successful heartbeat (Q-8)."""
         ...
 
-    def ack(self, tx: object | None = None) -> bool:
-        """Delete the row if this claim is still valid (Q-7, Q-9, T-1)."""
+    def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
+        """Delete the row if this claim is still valid (Q-7, Q-9, T-1); a job
+        stamped with ``result_ttl_s`` keeps *result* (RS-1)."""
         ...
 
     def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
@@ -237,8 +239,9 @@ class Queue(Protocol):
         """Claim up to *n* jobs in one statement, in claim order (Q-2, Q-19)."""
         ...
 
-    def ack_batch(self, jobs: Sequence[Job]) -> int:
-        """Ack every still-valid claim; return how many landed (Q-9)."""
+    def ack_batch(self, jobs: Sequence[Job], *, results: Sequence[Any] | None = None) -> int:
+        """Ack every still-valid claim; return how many landed (Q-9); with
+        *results* (one per job), stamped jobs keep theirs (RS-1)."""
         ...
 
     def cancel(self, job_id: int, tx: object | None = None) -> bool:
@@ -248,6 +251,12 @@ class Queue(Protocol):
 
     def get_job(self, job_id: int) -> JobInfo | None:
         """The job of this queue with that id, in any state (Q-14, C-7)."""
+        ...
+
+    def result(self, job_id: int, wait_s: float = 0, tx: object | None = None) -> JobResult | None:
+        """How the job ended (``done`` with its kept result, or ``dead``);
+        ``None`` while unfinished, after waiting up to *wait_s*, and for an
+        unknown id (RS-2)."""
         ...
 
     def sweep_expired(self) -> SweepResult:
@@ -429,9 +438,16 @@ class Store(Protocol):
 
     def listen(self, *channels: str) -> Listener: ...
 
-    def ack_each(self, jobs: Sequence[Job], tx: object | None = None) -> list[bool]:
+    def ack_each(
+        self,
+        jobs: Sequence[Job],
+        tx: object | None = None,
+        *,
+        results: Sequence[Any] | None = None,
+    ) -> list[bool]:
         """Ack handles of any queues of this store in one transaction; one
-        result per handle, in order (Q-9)."""
+        result per handle, in order (Q-9); with *results* (one per job),
+        stamped jobs keep theirs (RS-1)."""
         ...
 
     def claim_any(

@@ -24,6 +24,7 @@ from .types import (
     EnqueueOpts,
     Event,
     JobInfo,
+    JobResult,
     JobState,
     LockInfo,
     Notification,
@@ -131,8 +132,9 @@ class AsyncJob(Protocol):
         """When this claim lapses; moved by a successful heartbeat (Q-8)."""
         ...
 
-    async def ack(self, tx: object | None = None) -> bool:
-        """Delete the row if this claim is still valid (Q-7, Q-9, T-1)."""
+    async def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
+        """Delete the row if this claim is still valid (Q-7, Q-9, T-1); a job
+        stamped with ``result_ttl_s`` keeps *result* (RS-1)."""
         ...
 
     async def retry(
@@ -241,8 +243,11 @@ class AsyncQueue(Protocol):
         """Claim up to *n* jobs in one statement, in claim order (Q-2, Q-19)."""
         ...
 
-    async def ack_batch(self, jobs: Sequence[AsyncJob]) -> int:
-        """Ack every still-valid claim; return how many landed (Q-9)."""
+    async def ack_batch(
+        self, jobs: Sequence[AsyncJob], *, results: Sequence[Any] | None = None
+    ) -> int:
+        """Ack every still-valid claim; return how many landed (Q-9); with
+        *results* (one per job), stamped jobs keep theirs (RS-1)."""
         ...
 
     async def cancel(self, job_id: int, tx: object | None = None) -> bool:
@@ -252,6 +257,14 @@ class AsyncQueue(Protocol):
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         """The job of this queue with that id, in any state (Q-14, C-7)."""
+        ...
+
+    async def result(
+        self, job_id: int, wait_s: float = 0, tx: object | None = None
+    ) -> JobResult | None:
+        """How the job ended (``done`` with its kept result, or ``dead``);
+        ``None`` while unfinished, after waiting up to *wait_s*, and for an
+        unknown id (RS-2)."""
         ...
 
     async def sweep_expired(self) -> SweepResult:
@@ -435,9 +448,16 @@ class AsyncStore(Protocol):
 
     def listen(self, *channels: str) -> AsyncListener: ...
 
-    async def ack_each(self, jobs: Sequence[AsyncJob], tx: object | None = None) -> list[bool]:
+    async def ack_each(
+        self,
+        jobs: Sequence[AsyncJob],
+        tx: object | None = None,
+        *,
+        results: Sequence[Any] | None = None,
+    ) -> list[bool]:
         """Ack handles of any queues of this store in one transaction; one
-        result per handle, in order (Q-9)."""
+        result per handle, in order (Q-9); with *results* (one per job),
+        stamped jobs keep theirs (RS-1)."""
         ...
 
     async def claim_any(

@@ -29,3 +29,4 @@ class Capability(StrEnum):
     BOUNDED_QUEUES = "bounded_queues"
     GROUPS = "groups"
     RATE_LIMITS = "rate_limits"
+    RESULTS = "results"

@@ -469,6 +469,8 @@ def cmd_queues(args: argparse.Namespace) -> int:
 def _job_row(info: JobInfo, now: datetime) -> list[object]:
     if info.state is JobState.DEAD:
         when, note = _when(info.died_at), _short(info.last_error or "", _ERROR_WIDTH)
+    elif info.state is JobState.DONE:  # RS-1: a kept result
+        when, note = _when(info.finished_at), _payload_text(info.result)
     elif info.state is JobState.PROCESSING:
         when, note = _when(info.deadline), info.worker_id or ""
     else:
@@ -488,8 +490,14 @@ _WHEN_HEADER = {
     JobState.PENDING: "RUN_AT",
     JobState.PROCESSING: "DEADLINE",
     JobState.DEAD: "DIED_AT",
+    JobState.DONE: "FINISHED_AT",
 }
-_NOTE_HEADER = {JobState.PENDING: "", JobState.PROCESSING: "WORKER", JobState.DEAD: "LAST_ERROR"}
+_NOTE_HEADER = {
+    JobState.PENDING: "",
+    JobState.PROCESSING: "WORKER",
+    JobState.DEAD: "LAST_ERROR",
+    JobState.DONE: "RESULT",
+}
 
 
 def _scheduled_jobs(queue: Queue, limit: int, after: int, now: datetime) -> list[JobInfo]:
@@ -534,14 +542,22 @@ def cmd_job(args: argparse.Namespace) -> int:
     with _store(args, read_only=True) as store:
         info = _queue(store, args.queue).get_job(args.id)
     if info is None:
-        raise AlkstoreError(f"no job {args.id} in queue {args.queue!r}")
+        # RS-1: an acked job is gone unless it keeps its result; say so, or
+        # a job that ran fine reads like one that never existed.
+        raise AlkstoreError(
+            f"no job {args.id} in queue {args.queue!r} (an acked job is kept only when "
+            "stamped with result_ttl_s, and only until that time is up)"
+        )
     fields = _shown(info, datetime.now(timezone.utc))
     if args.json:
         _print_json(fields)
         return EXIT_OK
+    if info.state is not JobState.DONE:  # the result fields belong to done jobs
+        fields = {k: v for k, v in fields.items() if k not in ("result", "finished_at")}
     width = max(len(k) for k in fields)
     for key, value in fields.items():
-        text = json.dumps(value, ensure_ascii=False) if key == "payload" else value
+        json_field = key in ("payload", "result")
+        text = json.dumps(value, ensure_ascii=False) if json_field else value
         print(f"{key.ljust(width)}  {'-' if text is None else text}")
     return EXIT_OK
 

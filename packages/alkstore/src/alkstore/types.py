@@ -26,6 +26,7 @@ __all__ = [
     "Enqueued",
     "Event",
     "JobInfo",
+    "JobResult",
     "JobState",
     "LockInfo",
     "Notification",
@@ -112,15 +113,24 @@ def _set(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, name, value)
 
 
+def check_result_ttl(value: object) -> float | None:
+    """A ``result_ttl_s`` (RS-1): ``None`` (keep nothing) or seconds > 0."""
+    return check_duration("result_ttl_s", value, allow_zero=False, allow_none=True)
+
+
 class JobState(StrEnum):
     """Where a job is in its life: ``pending -> processing -> dead``.
 
-    ``ack`` and ``cancel`` delete the row, so a finished job has no state.
+    ``ack`` and ``cancel`` delete the row, so a finished job has no state,
+    unless it was stamped with ``result_ttl_s``: then its ack keeps its
+    result, and the job shows as ``done`` until the result's time is up
+    (RS-1; a view of storage outside the claim path).
     """
 
     PENDING = "pending"
     PROCESSING = "processing"
     DEAD = "dead"
+    DONE = "done"
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,8 @@ class QueueOpts:
     ``max_depth`` (Q-24) is a property of the handle: enqueues through it
     refuse to leave more than that many unfinished jobs in the queue.
     ``group_limit`` (Q-25) is stamped on each job: at most that many claims of
-    one group run at once.
+    one group run at once. ``result_ttl_s`` (RS-1) is stamped on each job
+    too: its ack keeps its result for that long (``None``: nothing is kept).
     """
 
     visibility_timeout_s: float = 300.0
@@ -143,6 +154,7 @@ class QueueOpts:
     dead_letter_retention_s: float | None = None
     max_depth: int | None = None
     group_limit: int | None = None
+    result_ttl_s: float | None = None
 
     def __post_init__(self) -> None:
         _set(
@@ -163,6 +175,7 @@ class QueueOpts:
             check_int("max_depth", self.max_depth, 1, MAX_DEPTH)
         if self.group_limit is not None:
             check_int("group_limit", self.group_limit, 1, _MAX_ATTEMPTS)
+        _set(self, "result_ttl_s", check_result_ttl(self.result_ttl_s))
 
 
 @dataclass(frozen=True)
@@ -171,7 +184,8 @@ class EnqueueOpts:
     ``max_attempts`` overrides the queue handle's; ``expires_s`` sets the
     job's ``expires_at`` relative to the enqueue (Q-15); ``group`` puts the
     job in a group whose concurrent claims ``QueueOpts.group_limit`` bounds
-    (Q-25; a name by C-1's rules)."""
+    (Q-25; a name by C-1's rules); ``result_ttl_s`` overrides the queue
+    handle's (RS-1: how long the job's result is kept after its ack)."""
 
     priority: int = 0
     delay_s: float | None = None
@@ -179,6 +193,7 @@ class EnqueueOpts:
     max_attempts: int | None = None
     expires_s: float | None = None
     group: str | None = None
+    result_ttl_s: float | None = None
 
     def __post_init__(self) -> None:
         check_int("priority", self.priority, MIN_PRIORITY, MAX_PRIORITY)
@@ -196,6 +211,7 @@ class EnqueueOpts:
         )
         if self.group is not None:
             validate_name(self.group, "group", allow_reserved=True)
+        _set(self, "result_ttl_s", check_result_ttl(self.result_ttl_s))
 
 
 @dataclass(frozen=True)
@@ -206,7 +222,9 @@ class JobInfo:
     ``worker_id`` describe the current or last claim (``None`` before any).
     ``unique_key`` (Q-23), ``group`` and ``group_limit`` (Q-25) are what the
     enqueue gave; ``trace_context`` holds the W3C ``traceparent`` (and
-    ``tracestate``) current at the enqueue (O-2).
+    ``tracestate``) current at the enqueue (O-2). ``result_ttl_s`` is the
+    job's RS-1 stamp; a ``done`` job (RS-1) has its ``result`` and
+    ``finished_at`` (its ack's time), ``None`` in every other state.
     """
 
     id: int
@@ -231,6 +249,9 @@ class JobInfo:
     group: str | None = None
     group_limit: int | None = None
     trace_context: dict[str, str] | None = None
+    result_ttl_s: float | None = None
+    result: Any = None
+    finished_at: datetime | None = None
 
     def __post_init__(self) -> None:
         _set(self, "state", _state(self.state))
@@ -238,6 +259,30 @@ class JobInfo:
             raise InvalidArgument("attempts must be >= 0 and max_attempts >= 1")
         if (self.state is JobState.DEAD) != (self.died_at is not None):
             raise InvalidArgument("died_at is set exactly for dead jobs")
+        if (self.state is JobState.DONE) != (self.finished_at is not None):
+            raise InvalidArgument("finished_at is set exactly for done jobs")
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """How a finished job ended, as ``q.result`` reports it (RS-2).
+
+    ``state`` is ``JobState.DONE`` (acked with its result kept: ``value`` is
+    the result) or ``JobState.DEAD`` (``value`` is ``None`` and
+    ``last_error`` says why); ``finished_at`` is the ack's time, or when the
+    job died.
+    """
+
+    id: int
+    state: JobState
+    value: Any
+    last_error: str | None
+    finished_at: datetime
+
+    def __post_init__(self) -> None:
+        _set(self, "state", _state(self.state))
+        if self.state not in (JobState.DONE, JobState.DEAD):
+            raise InvalidArgument("a job result is done or dead")
 
 
 def _state(value: object) -> JobState:
@@ -280,15 +325,17 @@ class SweepResult:
 
     ``expired``: rows moved to dead as ``"expired"``; ``purged``: dead rows
     deleted after their retention; ``exhausted``: lapsed claims with no budget
-    left moved to dead as ``"max attempts exceeded"``.
+    left moved to dead as ``"max attempts exceeded"``; ``results``: kept
+    results deleted after their time (RS-3).
     """
 
     expired: int = 0
     purged: int = 0
     exhausted: int = 0
+    results: int = 0
 
     def __post_init__(self) -> None:
-        if min(self.expired, self.purged, self.exhausted) < 0:
+        if min(self.expired, self.purged, self.exhausted, self.results) < 0:
             raise InvalidArgument("sweep counts cannot be negative")
 
 

@@ -38,6 +38,7 @@ from .prepare import (
     parse_bool_option,
     parse_option,
 )
+from .results import result_wake_key
 from .rows import *  # noqa: F403  (its __all__: the seam's named rows)
 from .runners import run_plan
 from .runners_async import run_plan_async
@@ -77,6 +78,7 @@ __all__ = [
     "outbox_queue_name",
     "parse_bool_option",
     "parse_option",
+    "result_wake_key",
     "run_plan",
     "run_plan_async",
     "unwrap",

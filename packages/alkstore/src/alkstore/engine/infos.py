@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from alkstore.types import Event, JobInfo, JobState, Schedule
+from alkstore.types import Event, JobInfo, JobResult, JobState, Schedule
 
 from .codec import decode_or_none
 from .prepare import decode_enqueue_opts
-from .rows import EventRow, JobRow, ScheduleRow
+from .rows import EventRow, JobRow, ResultRow, ScheduleRow
 
-__all__ = ["event_of", "events_of", "job_info", "schedule_of", "trace_context_of"]
+__all__ = ["event_of", "events_of", "job_info", "job_result", "schedule_of", "trace_context_of"]
 
 
 def trace_context_of(text: str | None) -> dict[str, str] | None:
@@ -55,6 +55,20 @@ def job_info(row: JobRow) -> JobInfo:
         group=row.group,
         group_limit=row.group_limit,
         trace_context=trace_context_of(row.trace_context),
+        result_ttl_s=row.result_ttl_s,
+        result=None if row.result is None else decode_or_none(row.result),
+        finished_at=row.finished_at,
+    )
+
+
+def job_result(row: ResultRow) -> JobResult:
+    """``JobResult`` of a row (RS-2); an undecodable value shows as ``None``."""
+    return JobResult(
+        id=row.id,
+        state=JobState(row.state),
+        value=None if row.value is None else decode_or_none(row.value),
+        last_error=row.last_error,
+        finished_at=row.finished_at,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from .jobs_base import JobData
 from .native import resolve_sync
 from .prepare import check_error
+from .results import ack_results, check_results_capability
 from .rows import ClaimRow
 from .seam import Executor
 
@@ -31,9 +32,16 @@ class KitJob(JobData):
         super().__init__(row, payload, worker_id, store_id)
         self._ex = ex
 
-    def ack(self, tx: object | None = None) -> bool:
-        """Delete the row while this claim is valid (Q-7, Q-9)."""
-        return self._landed((self._ex.ack(resolve_sync(tx, self._ex), (self._fence,)))[0])
+    def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
+        """Delete the row while this claim is valid (Q-7, Q-9); a job stamped
+        with ``result_ttl_s`` keeps *result* in the same transaction (RS-1)."""
+        given = None if result is None else (result,)
+        results = ack_results((self,), given)
+        if results is None:
+            return self._landed((self._ex.ack(resolve_sync(tx, self._ex), (self._fence,)))[0])
+        check_results_capability(self._ex.capabilities)
+        landed = self._ex.ack(resolve_sync(tx, self._ex), (self._fence,), results)
+        return self._landed(landed[0])
 
     def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
         """Back to pending after *delay_s* or the curve; dead at budget (Q-10)."""

@@ -1,4 +1,5 @@
 # Async source of jobs.py (scripts/async_to_sync.py makes it: edit this file).
+# mypy: warn-unreachable=False
 """Job handles: one claim each, identified by (id, claim number) (Q-4).
 
 Both faces share their data and argument checks (:class:`.jobs_base.JobData`);
@@ -11,11 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from alkstore._acompat import aoffload
+
 from .jobs_base import JobData
 from .native import resolve_async
 from .prepare import check_error
+from .results import ack_results, check_results_capability
 from .rows import ClaimRow
 from .seam_async import AsyncExecutor
+from .sizes import surely_small
 
 __all__ = ["AsyncKitJob"]
 
@@ -31,11 +36,24 @@ class AsyncKitJob(JobData):
         super().__init__(row, payload, worker_id, store_id)
         self._ex = ex
 
-    async def ack(self, tx: object | None = None) -> bool:
-        """Delete the row while this claim is valid (Q-7, Q-9)."""
-        return self._landed(
-            (await self._ex.ack(await resolve_async(tx, self._ex), (self._fence,)))[0]
-        )
+    async def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
+        """Delete the row while this claim is valid (Q-7, Q-9); a job stamped
+        with ``result_ttl_s`` keeps *result* in the same transaction (RS-1)."""
+        given = None if result is None else (result,)
+        if True:  # ASYNC
+            if result is None or surely_small(result):
+                results = ack_results((self,), given)
+            else:  # A-2: a result that may be big is encoded in a thread
+                results = await aoffload(ack_results, (self,), given)
+        else:
+            results = ack_results((self,), given)
+        if results is None:
+            return self._landed(
+                (await self._ex.ack(await resolve_async(tx, self._ex), (self._fence,)))[0]
+            )
+        check_results_capability(self._ex.capabilities)
+        landed = await self._ex.ack(await resolve_async(tx, self._ex), (self._fence,), results)
+        return self._landed(landed[0])
 
     async def retry(
         self, error: str, delay_s: float | None = None, tx: object | None = None

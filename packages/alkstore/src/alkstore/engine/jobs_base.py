@@ -46,6 +46,7 @@ class JobData(FaceMark):
         "priority",
         "queue",
         "ready_at",
+        "result_ttl_s",
         "visibility_timeout_s",
         "worker_id",
     )
@@ -63,6 +64,7 @@ class JobData(FaceMark):
         self.claimed_at = row.claimed_at
         self.ready_at = row.ready_at
         self.group = row.group
+        self.result_ttl_s = row.result_ttl_s  # RS-1: whether the ack keeps a result
         self._trace_text = row.trace_context
         self.worker_id = worker_id
         self._fence = Fence(row.id, row.claim, row.group)

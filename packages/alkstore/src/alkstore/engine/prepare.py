@@ -34,6 +34,7 @@ __all__ = [
     "check_offset",
     "check_queue_opts",
     "check_rate_args",
+    "check_results",
     "check_schedule_args",
     "check_sql_args",
     "check_unique_key",
@@ -101,7 +102,29 @@ def prepare_job(
         group=opts.group,
         group_limit=queue_opts.group_limit if opts.group is not None else None,
         trace_context=trace_context,
+        result_ttl_s=opts.result_ttl_s
+        if opts.result_ttl_s is not None
+        else queue_opts.result_ttl_s,
     )
+
+
+def check_results(ttls: Sequence[float | None], results: Sequence[Any]) -> list[str | None]:
+    """The results of acks (RS-1), one per job whose RS-1 stamp is in
+    *ttls*: each encoded by C-3's rules (``None`` stays ``None``, stored as a
+    JSON ``null``); a result that is not ``None`` for a job without the stamp
+    is refused. Raises before any write, so nothing is acked."""
+    out: list[str | None] = []
+    for ttl, value in zip(ttls, results, strict=True):
+        if value is None:
+            out.append(None)
+            continue
+        if ttl is None:
+            raise InvalidArgument(
+                "this job keeps no result: give it result_ttl_s (QueueOpts or EnqueueOpts) "
+                "to keep one"
+            )
+        out.append(encode_payload(value))
+    return out
 
 
 def check_unique_key(key: object) -> str:
@@ -126,6 +149,8 @@ def encode_enqueue_opts(opts: EnqueueOpts | None) -> str | None:
     }
     if opts.group is not None:
         data["group"] = opts.group
+    if opts.result_ttl_s is not None:
+        data["result_ttl_s"] = opts.result_ttl_s
     return json.dumps(data)
 
 

@@ -21,6 +21,7 @@ from alkstore.types import (
     Enqueued,
     EnqueueOpts,
     JobInfo,
+    JobResult,
     JobState,
     QueueOpts,
     QueueStats,
@@ -28,7 +29,7 @@ from alkstore.types import (
 )
 
 from .codec import UNDECODABLE_ERROR
-from .infos import job_info
+from .infos import job_info, job_result
 from .jobs import KitJob
 from .jobs_base import decode_claims
 from .native import resolve_sync
@@ -44,6 +45,13 @@ from .queue_base import (
     jobs_of,
     rate_pause,
     rate_spec,
+)
+from .results import (
+    RESULT_FALLBACK_S,
+    ack_results,
+    check_result_wait,
+    check_results_capability,
+    result_wake_key,
 )
 from .rows import ClaimRow, Fence, NewJob, RateSpec
 from .runners import run_blocking
@@ -233,15 +241,23 @@ class KitQueue(QueueBase):
         rate = rate_spec(rate_limit, self._ex.store_id, self._async_face)
         return claim_sync(self._ex, self._names, wid, count, wait, rate)
 
-    def ack_batch(self, jobs: Sequence[Any]) -> int:
+    def ack_batch(self, jobs: Sequence[Any], *, results: Sequence[Any] | None = None) -> int:
         """Ack every still-valid claim of this queue in one transaction; count
-        those that landed; handles of another queue or store count 0 (Q-9, C-7)."""
+        those that landed; handles of another queue or store count 0 (Q-9, C-7).
+        *results*, one per job, are kept for the jobs stamped with
+        ``result_ttl_s`` (RS-1)."""
         self._check_open()
-        handles = self._mine(jobs, self._ex.store_id)
+        handles, kept = self._mine_with(jobs, self._ex.store_id, results)
         if not handles:
             return 0
-        results = self._ex.ack(None, [h._fence for h in handles])
-        return sum(h._landed(ok) for h, ok in zip(handles, results, strict=True))
+        encoded = ack_results(handles, kept)
+        fences = [h._fence for h in handles]
+        if encoded is None:
+            landed = self._ex.ack(None, fences)
+        else:
+            check_results_capability(self._ex.capabilities)
+            landed = self._ex.ack(None, fences, encoded)
+        return sum(h._landed(ok) for h, ok in zip(handles, landed, strict=True))
 
     def cancel(self, job_id: int, tx: object | None = None) -> bool:
         """Delete a pending or processing job of this queue, whoever holds it
@@ -254,6 +270,38 @@ class KitQueue(QueueBase):
         self._check_open()
         row = self._ex.get_job(self._name, check_job_id(job_id))
         return None if row is None else job_info(row)
+
+    def result(self, job_id: int, wait_s: float = 0, tx: object | None = None) -> JobResult | None:
+        """How the job ended: ``done`` with its kept result, or ``dead``;
+        ``None`` while it is unfinished (after waiting up to *wait_s*, woken
+        by the finishing commit) and for an unknown id (RS-2)."""
+        self._check_open()
+        jid = check_job_id(job_id)
+        wait = check_result_wait(wait_s, tx)
+        ex = self._ex
+        check_results_capability(ex.capabilities)
+        resolved = resolve_sync(tx, ex)
+
+        def attempt(idle: bool) -> JobResult | None:
+            row = ex.get_result(resolved, self._name, jid)
+            return None if row is None else job_result(row)
+
+        if wait == 0:
+            return attempt(False)
+        fallback = ex.fallback_s()
+        got: JobResult | None = run_blocking(
+            blocking_plan(
+                wait,
+                RESULT_FALLBACK_S if fallback is None else min(fallback, RESULT_FALLBACK_S),
+                lazy_wakes=True,
+            ),
+            wakes=ex.wakes,
+            keys=(result_wake_key(self._name),),
+            attempt=attempt,
+            is_closed=lambda: ex.closed,
+            start_wakes=ex.start_wakes,
+        )
+        return got
 
     def list_jobs(self, state: JobState, limit: int = 100, after_id: int = 0) -> list[JobInfo]:
         """Jobs in *state* with ``id > after_id``, ascending, at most *limit*."""

@@ -157,6 +157,30 @@ class QueueBase(FaceMark, NamedHandle):
     def _purge_args(job_ids: object, older_than_s: object) -> tuple[list[int] | None, float | None]:
         return check_ids(job_ids), check_duration("older_than_s", older_than_s, allow_none=True)
 
+    def _mine_with(
+        self, jobs: object, store_id: str, results: object
+    ) -> tuple[list[JobData], list[Any] | None]:
+        """:meth:`_mine`, and the results (RS-1) of the handles it keeps, in
+        step with them; ``None`` when no results were given."""
+        if results is None:
+            return self._mine(jobs, store_id), None
+        if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
+            raise InvalidArgument("jobs must be a sequence of claimed jobs")
+        if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
+            raise InvalidArgument("results must be a sequence with one result per job")
+        if len(results) != len(jobs):
+            raise InvalidArgument(
+                f"results must hold one result per job: {len(results)} for {len(jobs)} jobs"
+            )
+        handles: list[JobData] = []
+        kept: list[Any] = []
+        for job, value in zip(jobs, results, strict=True):
+            h = handle_of(job, self._async_face)
+            if h.queue == self._name and h._store_id == store_id:
+                handles.append(h)
+                kept.append(value)
+        return handles, kept
+
     def _mine(self, jobs: object, store_id: str) -> list[JobData]:
         """The handles that belong to this queue of this store; the rest
         count 0 (C-7)."""

@@ -27,6 +27,7 @@ __all__ = [
     "JobRow",
     "NewJob",
     "RateSpec",
+    "ResultRow",
     "ScheduleRow",
     "claim_row",
     "job_row",
@@ -41,7 +42,8 @@ class NewJob(NamedTuple):
     ``delay_s`` is relative to the engine's clock at the insert; ``run_at``,
     when set, is absolute and wins. ``expires_s`` is relative to the insert.
     ``unique_key`` (Q-23), ``group`` and ``group_limit`` (Q-25) are ``None``
-    for a plain job; ``trace_context`` is the encoded W3C context (O-2).
+    for a plain job; ``trace_context`` is the encoded W3C context (O-2);
+    ``result_ttl_s`` the RS-1 stamp (``None``: the ack keeps nothing).
     """
 
     payload: str
@@ -57,6 +59,7 @@ class NewJob(NamedTuple):
     group: str | None = None
     group_limit: int | None = None
     trace_context: str | None = None
+    result_ttl_s: float | None = None
 
 
 class Inserted(NamedTuple):
@@ -85,6 +88,8 @@ class ClaimRow(NamedTuple):
     ``ready_at`` is when the row became claimable (its ``run_at``, or the
     lapsed deadline of a reclaim); ``claimed_at`` is the claim's time, both
     from the engine's clock, so the queue time (O-1) is their difference.
+    ``result_ttl_s`` is the row's RS-1 stamp, so the kit can refuse a result
+    for a job without it before any I/O.
     """
 
     id: int
@@ -101,13 +106,16 @@ class ClaimRow(NamedTuple):
     backoff_base_s: float
     group: str | None = None
     trace_context: str | None = None
+    result_ttl_s: float | None = None
 
 
 def claim_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> ClaimRow:
     """A :class:`ClaimRow` from a claim statement's row in the field order
-    above, the engine's time values turned into aware datetimes by *when*."""
+    above, the engine's time values turned into aware datetimes by *when*
+    (the last column, ``result_ttl_s``, may be left out: ``None``)."""
     (job_id, queue, payload, attempts, claims, max_attempts, priority, ready_at, claimed_at,
-     deadline, vt, backoff, grp, trace) = row  # fmt: skip
+     deadline, vt, backoff, grp, trace) = row[:14]  # fmt: skip
+    ttl = row[14] if len(row) > 14 else None
     return ClaimRow(
         int(job_id),
         queue,
@@ -123,13 +131,16 @@ def claim_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> ClaimRow:
         float(backoff),
         grp,
         trace,
+        None if ttl is None else float(ttl),
     )
 
 
 @dataclass(frozen=True, slots=True)
 class JobRow:
     """A job as ``get_job`` and ``list_jobs`` read it, in any state (Q-14).
-    ``state`` is ``'pending'``, ``'processing'`` or ``'dead'``."""
+    ``state`` is ``'pending'``, ``'processing'``, ``'dead'`` or ``'done'``
+    (RS-1: ``result`` is the kept result's stored text, ``finished_at`` the
+    ack's time)."""
 
     id: int
     queue: str
@@ -153,16 +164,21 @@ class JobRow:
     group: str | None = None
     group_limit: int | None = None
     trace_context: str | None = None
+    result_ttl_s: float | None = None
+    result: str | None = None
+    finished_at: datetime | None = None
 
 
 def job_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> JobRow:
     """A :class:`JobRow` from a row in the field order above (every engine's
     ``get_job`` and ``list_jobs`` select it so), the engine's time values
-    turned into aware datetimes by *when*."""
+    turned into aware datetimes by *when*. The last three columns
+    (``result_ttl_s``, ``result``, ``finished_at``, RS-1) may be left out."""
     (job_id, queue, state, payload, priority, run_at, created_at, claimed_at, deadline,
      worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
      dead_letter_retention_s, expires_at, last_error, died_at, unique_key, group, group_limit,
-     trace_context) = row  # fmt: skip
+     trace_context) = row[:22]  # fmt: skip
+    ttl, result, finished_at = row[22:25] if len(row) >= 25 else (None, None, None)
     return JobRow(
         id=int(job_id),
         queue=queue,
@@ -188,7 +204,22 @@ def job_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> JobRow:
         group=group,
         group_limit=None if group_limit is None else int(group_limit),
         trace_context=trace_context,
+        result_ttl_s=None if ttl is None else float(ttl),
+        result=result,
+        finished_at=None if finished_at is None else when(finished_at),
     )
+
+
+class ResultRow(NamedTuple):
+    """How a finished job ended (RS-2): ``state`` is ``'done'`` (``value``
+    the kept result's stored text) or ``'dead'`` (``last_error`` set);
+    ``finished_at`` is the ack's time or the death's."""
+
+    id: int
+    state: str
+    value: str | None
+    last_error: str | None
+    finished_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,7 @@ def schedule_job(row: ScheduleRow) -> NewJob:
         dead_letter_retention_s=job.dead_letter_retention_s,
         expires_s=job.expires_s,
         group=job.group,
+        result_ttl_s=job.result_ttl_s,
     )
 
 

@@ -18,7 +18,18 @@ from typing import Protocol
 from alkstore.protocols import Tx
 from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
 
-from .rows import ClaimRow, EventRow, Fence, Fire, Inserted, JobRow, NewJob, RateSpec, ScheduleRow
+from .rows import (
+    ClaimRow,
+    EventRow,
+    Fence,
+    Fire,
+    Inserted,
+    JobRow,
+    NewJob,
+    RateSpec,
+    ResultRow,
+    ScheduleRow,
+)
 from .seam_base import ExecutorBase, NoteSink, TxT
 
 __all__ = ["Executor", "NoteSink"]
@@ -77,9 +88,21 @@ class Executor(ExecutorBase[TxT], Protocol[TxT]):
         (negative when one already is), ``None`` when there is none."""
         ...
 
-    def ack(self, tx: TxT | None, fences: Sequence[Fence]) -> list[bool]:
+    def ack(
+        self,
+        tx: TxT | None,
+        fences: Sequence[Fence],
+        results: Sequence[str | None] | None = None,
+    ) -> list[bool]:
         """Delete each fenced claim that is still valid, in one atomic step;
-        one result per fence, in order (Q-7, Q-9)."""
+        one result per fence, in order (Q-7, Q-9).
+
+        With *results* (one per fence: the encoded result, or ``None`` for a
+        JSON ``null``; the kit passes them when any fence's job is stamped
+        with ``result_ttl_s``), each deleted row so stamped keeps its result
+        in the same step, in storage of its own (never the claim's tables or
+        indexes), until ``finished_at + result_ttl_s``, and the commit wakes
+        :func:`~alkstore.engine.result_wake_key` of its queue (RS-1, RS-2)."""
         ...
 
     def retry(self, tx: TxT | None, fence: Fence, delay_s: float, error: str) -> bool:
@@ -110,7 +133,14 @@ class Executor(ExecutorBase[TxT], Protocol[TxT]):
         ...
 
     def list_jobs(self, queue: str, state: JobState, limit: int, after_id: int) -> list[JobRow]:
-        """Jobs of *queue* in *state* with ``id > after_id``, ascending id."""
+        """Jobs of *queue* in *state* with ``id > after_id``, ascending id
+        (``done``: the kept results not yet past their time, RS-1)."""
+        ...
+
+    def get_result(self, tx: TxT | None, queue: str, job_id: int) -> ResultRow | None:
+        """How the job ended: its kept result not yet past its time
+        (``'done'``), or its dead row (``'dead'``); ``None`` otherwise (RS-2).
+        With *tx*, read in the caller's transaction. A pure read (C-8)."""
         ...
 
     def queue_stats(self, queue: str | None) -> list[QueueStats]:
@@ -118,7 +148,9 @@ class Executor(ExecutorBase[TxT], Protocol[TxT]):
         ...
 
     def sweep(self, queue: str) -> SweepResult:
-        """Requeue or dead-letter the lapsed claims of *queue* now (Q-12)."""
+        """Requeue or dead-letter the lapsed claims of *queue* now (Q-12);
+        expire and purge (Q-15, Q-16); delete its kept results past their
+        time (RS-3)."""
         ...
 
     def redrive(self, tx: TxT | None, queue: str, job_ids: Sequence[int] | None) -> int:

@@ -29,6 +29,7 @@ from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
 from .queue import KitQueue, claim_sync
 from .queue_base import rate_spec
+from .results import ack_results, check_results_capability
 from .rows import Fire
 from .runners import run_leader
 from .schedules import (
@@ -99,17 +100,44 @@ class KitStore(StoreBase):
 
     # ------------------------------------------------------ queue-wide ops
 
-    def ack_each(self, jobs: Sequence[Any], tx: object | None = None) -> list[bool]:
+    def ack_each(
+        self,
+        jobs: Sequence[Any],
+        tx: object | None = None,
+        *,
+        results: Sequence[Any] | None = None,
+    ) -> list[bool]:
         """Ack handles of any queues of this store in one transaction; one
-        result per handle, in order; another store's handles get ``False`` (Q-9)."""
+        result per handle, in order; another store's handles get ``False`` (Q-9).
+        *results*, one per job, are kept for the jobs stamped with
+        ``result_ttl_s`` (RS-1); a result for a job without the stamp is
+        refused and nothing is acked."""
         self._check_open()
         handles, mine = fences_of(jobs, self._ex.store_id, self._async_face)
-        results = [False] * len(handles)
-        if mine:
-            landed = self._ex.ack(resolve_sync(tx, self._ex), [handles[i]._fence for i in mine])
-            for i, ok in zip(mine, landed, strict=True):
-                results[i] = handles[i]._landed(ok)
-        return results
+        out = [False] * len(handles)
+        if not mine:
+            return out
+        given = None
+        if results is not None:
+            if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
+                raise InvalidArgument("results must be a sequence with one result per job")
+            if len(results) != len(handles):
+                raise InvalidArgument(
+                    f"results must hold one result per job: {len(results)} for {len(handles)} jobs"
+                )
+            given = [results[i] for i in mine]
+        ours = [handles[i] for i in mine]
+        encoded = ack_results(ours, given)
+        fences = [h._fence for h in ours]
+        native = resolve_sync(tx, self._ex)
+        if encoded is None:
+            landed = self._ex.ack(native, fences)
+        else:
+            check_results_capability(self._ex.capabilities)
+            landed = self._ex.ack(native, fences, encoded)
+        for i, ok in zip(mine, landed, strict=True):
+            out[i] = handles[i]._landed(ok)
+        return out
 
     def claim_any(
         self,

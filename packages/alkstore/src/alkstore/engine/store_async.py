@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from alkstore._acompat import AEvent
+from alkstore._acompat import AEvent, aoffload
 from alkstore.errors import InvalidArgument
 from alkstore.names import MAX_NOTIFICATION_BYTES, encode_payload, validate_name
 from alkstore.protocols import AsyncJob, AsyncRateLimit, AsyncTx
@@ -30,6 +30,7 @@ from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
 from .queue_async import AsyncKitQueue, claim_async
 from .queue_base import rate_spec
+from .results import ack_results, check_results_capability
 from .rows import Fire
 from .runners_async import run_leader_async
 from .schedules import (
@@ -41,6 +42,7 @@ from .schedules import (
     schedule_job,
 )
 from .seam_async import AsyncExecutor
+from .sizes import surely_small
 from .store_base import StoreBase, fences_of, schedule_parts
 from .stream_async import AsyncKitStream
 
@@ -100,19 +102,50 @@ class AsyncKitStore(StoreBase):
 
     # ------------------------------------------------------ queue-wide ops
 
-    async def ack_each(self, jobs: Sequence[Any], tx: object | None = None) -> list[bool]:
+    async def ack_each(
+        self,
+        jobs: Sequence[Any],
+        tx: object | None = None,
+        *,
+        results: Sequence[Any] | None = None,
+    ) -> list[bool]:
         """Ack handles of any queues of this store in one transaction; one
-        result per handle, in order; another store's handles get ``False`` (Q-9)."""
+        result per handle, in order; another store's handles get ``False`` (Q-9).
+        *results*, one per job, are kept for the jobs stamped with
+        ``result_ttl_s`` (RS-1); a result for a job without the stamp is
+        refused and nothing is acked."""
         self._check_open()
         handles, mine = fences_of(jobs, self._ex.store_id, self._async_face)
-        results = [False] * len(handles)
-        if mine:
-            landed = await self._ex.ack(
-                await resolve_async(tx, self._ex), [handles[i]._fence for i in mine]
-            )
-            for i, ok in zip(mine, landed, strict=True):
-                results[i] = handles[i]._landed(ok)
-        return results
+        out = [False] * len(handles)
+        if not mine:
+            return out
+        given = None
+        if results is not None:
+            if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
+                raise InvalidArgument("results must be a sequence with one result per job")
+            if len(results) != len(handles):
+                raise InvalidArgument(
+                    f"results must hold one result per job: {len(results)} for {len(handles)} jobs"
+                )
+            given = [results[i] for i in mine]
+        ours = [handles[i] for i in mine]
+        if True:  # ASYNC
+            if given is not None and not all(surely_small(v) for v in given):
+                encoded = await aoffload(ack_results, ours, given)  # A-2
+            else:
+                encoded = ack_results(ours, given)
+        else:
+            encoded = ack_results(ours, given)
+        fences = [h._fence for h in ours]
+        native = await resolve_async(tx, self._ex)
+        if encoded is None:
+            landed = await self._ex.ack(native, fences)
+        else:
+            check_results_capability(self._ex.capabilities)
+            landed = await self._ex.ack(native, fences, encoded)
+        for i, ok in zip(mine, landed, strict=True):
+            out[i] = handles[i]._landed(ok)
+        return out
 
     async def claim_any(
         self,

@@ -399,6 +399,7 @@ class ThreadedAsyncExecutor:
     heartbeat = _in_threads(Executor.heartbeat)
     cancel = _in_threads(Executor.cancel, takes_tx=True)
     get_job = _in_threads(Executor.get_job)
+    get_result = _in_threads(Executor.get_result, takes_tx=True)
     list_jobs = _in_threads(Executor.list_jobs)
     queue_stats = _in_threads(Executor.queue_stats)
     sweep = _in_threads(Executor.sweep)

@@ -43,16 +43,18 @@ class HandlerLoop:
 async def call_coroutine(
     handler: Callable[[Any], Any],
     entry: Running,
-    ended: Callable[[Running, BaseException | None], None],
+    ended: Callable[[Running, BaseException | None, Any], None],
 ) -> None:
-    """Await ``handler(entry.view)`` in its span, then tell *ended* how it ended."""
+    """Await ``handler(entry.view)`` in its span, then tell *ended* how it
+    ended and what it returned (RS-1)."""
     outcome: BaseException | None = None
+    value: Any = None
     try:
         with _hooks.handler_span(entry.job):
-            await handler(entry.view)
+            value = await handler(entry.view)
     except BaseException as exc:  # CancelledError too: a timeout or a stop
         outcome = exc
-    ended(entry, outcome)
+    ended(entry, outcome, value)
 
 
 async def await_result(awaitable: Awaitable[Any]) -> Any:

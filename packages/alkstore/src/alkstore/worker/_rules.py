@@ -109,6 +109,8 @@ class Outcome:
     delay_s: float | None = None
     what: str = ""
     exc: BaseException | None = None
+    #: RS-1: what the ack keeps, for a job stamped with ``result_ttl_s``.
+    result: Any = None
 
 
 def outcome_of(exc: BaseException | None, attempts: int, max_attempts: int) -> Outcome:

@@ -47,8 +47,18 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from alkstore._acompat import Condition, Event, Lock, Spawned, cond_wait, join, sleep, spawn
+from alkstore._acompat import (
+    Condition,
+    Event,
+    Lock,
+    Spawned,
+    cond_wait,
+    join,
+    sleep,
+    spawn,
+)
 from alkstore.errors import InvalidArgument, StoreClosed, TransientError
+from alkstore.names import encode_payload
 from alkstore.protocols import Job, Queue, RateLimit, Store
 from alkstore.types import QueueOpts
 
@@ -101,6 +111,23 @@ _SIGNALS: tuple[signal.Signals, ...] = tuple(
 _FLUSH_TRIES = 8
 
 
+def _kept_results(batch: Sequence[Running]) -> list[Any] | None:
+    """The results a flush's acks keep (RS-1): ``None`` when none does."""
+    results = [e.outcome.result if e.outcome is not None else None for e in batch]
+    return results if any(r is not None for r in results) else None
+
+
+def _result_error(value: object) -> BaseException | None:
+    """RS-1: a return value the store cannot keep (C-3) makes the attempt
+    fail as an exception from the handler would (W-1), so that one job's
+    result never refuses its whole flush."""
+    try:
+        encode_payload(value)
+    except InvalidArgument as exc:
+        return exc
+    return None
+
+
 class HandlerJob(HandlerJobBase):
     """The job as the handler sees it: the claim's handle, plus
     ``should_stop()`` (W-12), and settle operations that tell the worker the
@@ -108,8 +135,10 @@ class HandlerJob(HandlerJobBase):
 
     __slots__ = ()
 
-    def ack(self, tx: object | None = None) -> bool:
-        return self._settled(self._job.ack(tx))
+    def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
+        if result is None:
+            return self._settled(self._job.ack(tx))
+        return self._settled(self._job.ack(tx, result=result))
 
     def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
         return self._settled(self._job.retry(error, delay_s, tx))
@@ -611,10 +640,11 @@ class _Session:
                     if inspect.isawaitable(result):
                         # W-8: a handler that returns an awaitable is awaited.
                         entry.task = self._loop_for_awaitables().submit(await_result(result))
-                        entry.task.result()
+                        result = entry.task.result()
             except BaseException as exc:
                 outcome = exc
-            self._handler_ended(entry, outcome)
+                result = None
+            self._handler_ended(entry, outcome, result)
 
     def _loop_for_awaitables(self) -> HandlerLoop:
         with self._cond:
@@ -622,9 +652,14 @@ class _Session:
                 self._loop = HandlerLoop()
             return self._loop
 
-    def _handler_ended(self, entry: Running, exc: BaseException | None) -> None:
+    def _handler_ended(self, entry: Running, exc: BaseException | None, value: Any = None) -> None:
         """The handler returned or raised: its slot frees now; its outcome waits
-        for the next flush, heartbeated until it commits (W-6)."""
+        for the next flush, heartbeated until it commits (W-6). A job stamped
+        with ``result_ttl_s`` is acked with *value*, the handler's return
+        value (RS-1); for any other job the return value is ignored."""
+        keeps = exc is None and getattr(entry.job, "result_ttl_s", None) is not None
+        if keeps:
+            exc = _result_error(value)
         settle_now = False
         with entry.lock:
             entry.handled = True
@@ -644,6 +679,8 @@ class _Session:
                 job = entry.job
                 entry.done = True
                 entry.outcome = outcome_of(exc, job.attempts, job.max_attempts)
+                if keeps and exc is None:
+                    entry.outcome.result = value
         with self._cond:
             self._finished += 1
             if entry.outcome is not None and not entry.timed_out:
@@ -747,14 +784,18 @@ class _Session:
         store = self._store
         batch, rest = split_flush(live) if store is not None else ([], live)
         landed: dict[int, bool] = {}
+        # RS-1: results= only when a job keeps one, so that a store wrapping
+        # ack_each without knowing results still settles the other jobs.
+        kept = _kept_results(batch)
+        more: dict[str, Any] = {} if kept is None else {"results": kept}
         if store is not None and len(rest) == 0:
-            acked = store.ack_each([e.job for e in batch])
+            acked = store.ack_each([e.job for e in batch], **more)
             for entry, ok in zip(batch, acked, strict=True):
                 landed[id(entry)] = ok
         elif store is not None and (len(rest) > 1 or batch):
             with store.transaction() as tx:
                 if batch:
-                    acked = store.ack_each([e.job for e in batch], tx=tx)
+                    acked = store.ack_each([e.job for e in batch], tx=tx, **more)
                     for entry, ok in zip(batch, acked, strict=True):
                         landed[id(entry)] = ok
                 for entry in rest:
