@@ -136,7 +136,12 @@ def test_a_blocked_claim_and_a_listener_wake_without_blocking_the_loop(
         assert note is not None and note.payload == {"n": 1}
         stop.set()
         await tick
-        assert max(gaps) < 0.2  # generous: a loaded machine must not flake
+        # A claim that blocked the loop would hold it for the producer's whole
+        # 0.5 s (or, the producer never running, until wait_s): a gap under
+        # that proves the wait was on the loop. Shorter gaps happen when a
+        # loaded machine does not schedule this process (0.3 s seen at load 5
+        # on 2 cores), so the bound sits just under what blocking would show.
+        assert max(gaps) < 0.45
 
     run(body, pg_url, schema=schema)
 

@@ -35,6 +35,8 @@ class KitJob(JobData):
     def ack(self, tx: object | None = None, *, result: Any = None) -> bool:
         """Delete the row while this claim is valid (Q-7, Q-9); a job stamped
         with ``result_ttl_s`` keeps *result* in the same transaction (RS-1)."""
+        if result is None and self.result_ttl_s is None:  # the plain ack: nothing kept
+            return self._landed((self._ex.ack(resolve_sync(tx, self._ex), (self._fence,)))[0])
         given = None if result is None else (result,)
         results = ack_results((self,), given)
         if results is None:

@@ -53,9 +53,10 @@ def ack_results(
     stamp, a result that does not encode (C-3), or a count that does not
     match."""
     if results is None:
-        if all(h.result_ttl_s is None for h in handles):
-            return None
-        return [None] * len(handles)
+        for handle in handles:  # a loop, not all(...): this runs on every ack
+            if handle.result_ttl_s is not None:
+                return [None] * len(handles)
+        return None
     if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
         raise InvalidArgument("results must be a sequence with one result per job")
     if len(results) != len(handles):
