@@ -855,3 +855,47 @@ def test_without_scrape_the_chart_is_the_backlog_change_not_a_throughput(
     assert "Throughput" not in page
     assert "it is not a throughput" in page
     assert "need the workers&#x27; metrics" in page
+
+
+@pytest.mark.clause("O-6")
+def test_a_sparse_state_is_read_in_bounded_steps(
+    store: Store, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scheduled jobs are found by reading pages of pending ones: a request
+    reads at most SCAN_CAP rows, and the next page reads on from there."""
+    from alkstore import EnqueueOpts
+    from alkstore.observability.dashboard import _live
+
+    monkeypatch.setattr(_live, "SCAN_CAP", 4)
+    monkeypatch.setattr(_live, "_SCAN_PAGE", 2)
+    q = store.queue("sparse")
+    q.enqueue_many([{"n": i} for i in range(9)])
+    later = [q.enqueue({"late": i}, EnqueueOpts(delay_s=600)) for i in range(2)]
+    path = "/queue?name=sparse&state=scheduled"
+    seen: list[int] = []
+    for _ in range(5):
+        page = client.get(path).text
+        seen += listed_ids(page, "scheduled")
+        nxt = re.search(r'href="([^"]*after=\d+)">next page', page)
+        if nxt is None:
+            break
+        assert "Read pending jobs up to id" in page
+        path = html.unescape(nxt.group(1))
+    assert seen == later
+
+
+@pytest.mark.clause("O-6")
+def test_a_state_queue_stats_does_not_count_is_counted_up_to_a_cap(
+    store: Store, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from alkstore.observability.dashboard import _live
+
+    monkeypatch.setattr(_live, "COUNT_CAP", 2)
+    q = store.queue("kept", QueueOpts(result_ttl_s=600))
+    q.enqueue_many([{"n": i} for i in range(3)])
+    for job in q.claim_batch("w", 3):
+        assert job.ack(result=job.id)
+    page = client.get("/queue?name=kept&state=done").text
+    assert tab_counts(page)["done"] == "2+"
+    assert tab_counts(page)["pending"] == "0"
+    assert len(listed_ids(page, "done")) == 3

@@ -295,36 +295,44 @@ def job_body(
     """One job: its state, stamps, claim, error, payload, result and trace,
     with cancel (pending or processing) or redrive (dead) when allowed."""
     state = shown_state(info, now)
-    ready = "Runs at" if state == SCHEDULED else "Ready since"
-    fields: list[tuple[str, str]] = [
-        ("State", f'<b data-field="state">{esc(state)}</b>'),
+    claimed = info.state is JobState.PROCESSING
+    # (label, cell, shown): a row whose value is unset is left out unless
+    # it is one every job has.
+    fields: list[tuple[str, str, bool]] = [
+        ("State", f'<b data-field="state">{esc(state)}</b>', True),
         ("Queue", f'<a href="{href("/queue", name=info.queue, state=state)}">'
-         f"{esc(queue_label(info.queue))}</a>"),
-        ("Attempts", f'<span data-field="attempts">{info.attempts} of {info.max_attempts}</span>'),
-        ("Priority", str(info.priority)),
-        ("Created", when(info.created_at, now)),
-        (ready, when(info.run_at, now)),
-        ("Claimed", when(info.claimed_at, now)),
-        ("Claim deadline", when(info.deadline, now)),
-        ("Worker", _text(info.worker_id)),
-        ("Expires", when(info.expires_at, now)),
-        ("Died", when(info.died_at, now)),
-        ("Finished", f'<span data-field="finished-at">{when(info.finished_at, now)}</span>'),
-        ("Visibility timeout", _seconds(info.visibility_timeout_s)),
-        ("Backoff base", _seconds(info.backoff_base_s)),
-        ("Dead letters kept", _seconds(info.dead_letter_retention_s)),
-        ("Result kept for", _seconds(info.result_ttl_s)),
-        ("Unique key", _text(info.unique_key)),
+         f"{esc(queue_label(info.queue))}</a>", True),
+        ("Attempts",
+         f'<span data-field="attempts">{info.attempts} of {info.max_attempts}</span>', True),
+        ("Priority", str(info.priority), True),
+        ("Created", when(info.created_at, now), True),
+        ("Runs at" if state == SCHEDULED else "Ready since", when(info.run_at, now), True),
+        ("Claimed" if claimed else "Last claimed", when(info.claimed_at, now),
+         info.claimed_at is not None),
+        ("Worker" if claimed else "Last worker", _text(info.worker_id),
+         info.worker_id is not None),
+        # A claim's deadline means something only while the claim runs.
+        ("Claim deadline", when(info.deadline, now), claimed and info.deadline is not None),
+        ("Expires", when(info.expires_at, now), info.expires_at is not None),
+        ("Died", when(info.died_at, now), info.died_at is not None),
+        ("Finished", f'<span data-field="finished-at">{when(info.finished_at, now)}</span>',
+         info.finished_at is not None),
+        ("Visibility timeout", _seconds(info.visibility_timeout_s), True),
+        ("Backoff base", _seconds(info.backoff_base_s), True),
+        ("Dead letters kept", _seconds(info.dead_letter_retention_s),
+         info.dead_letter_retention_s is not None),
+        ("Result kept for", _seconds(info.result_ttl_s), info.result_ttl_s is not None),
+        ("Unique key", _text(info.unique_key), info.unique_key is not None),
         ("Group", _text(info.group) if info.group_limit is None
-         else f"{esc(info.group)} (at most {info.group_limit} at once)"),
-        *_trace(info),
+         else f"{esc(info.group)} (at most {info.group_limit} at once)", info.group is not None),
+        *((label, cell, True) for label, cell in _trace(info)),
     ]  # fmt: skip
     for f in dataclasses.fields(info):
         if f.name not in _PLACED:
-            fields.append(
-                (f.name.replace("_", " ").capitalize(), _other(getattr(info, f.name), now))
-            )
-    rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in fields)
+            value = getattr(info, f.name)
+            label = f.name.replace("_", " ").capitalize()
+            fields.append((label, _other(value, now), value is not None))
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v, shown in fields if shown)
     details = f'<table class="fields" id="job-fields">{rows}</table>'
     parts = [
         flashes(messages),
@@ -388,6 +396,8 @@ def missing_job_body(queue: str, job_id: int | None) -> str:
 # -------------------------------------------------------------- confirming
 
 _VERBS = {"redrive": "Redrive", "purge": "Purge", "cancel": "Cancel"}
+#: The confirming button's label ("Cancel" beside "Back" would read both ways).
+_CONFIRM_LABELS = {"redrive": "Redrive", "purge": "Purge", "cancel": "Yes, cancel"}
 _EFFECTS = {
     "redrive": "They go back to pending with a fresh attempt budget.",
     "purge": "They are deleted for good.",
@@ -427,6 +437,6 @@ def confirm_page(
         f'<h1>{verb} {esc(what)} of queue {esc(queue_label(name))}?</h1><div class="card">'
         f"<p>{esc(_EFFECTS[action])}</p>{listed}"
         f'<form method="post" action="/queue/{action}" class="actions">{fields}'
-        f'<button id="confirm" class="{cls}">{verb}</button>'
+        f'<button id="confirm" class="{cls}">{_CONFIRM_LABELS[action]}</button>'
         f'<a href="{cancel_link}">Back</a></form></div>'
     )
