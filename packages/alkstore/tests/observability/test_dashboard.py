@@ -1,5 +1,6 @@
-"""O-4 without a browser: the dashboard's pages, numbers and access rules,
-over real HTTP against a dashboard serving a real store on each engine.
+"""O-4 and O-6 without a browser: the dashboard's pages, numbers, actions
+and access rules, over real HTTP against a dashboard serving a real store on
+each engine.
 
 The browser tests (``test_dashboard_browser.py``) drive the same pages in
 headless Chromium.
@@ -550,6 +551,10 @@ def test_dashboard_command_serves_until_sigterm(
 
 
 # ------------------------------------------------------ live work (O-6)
+#
+# These prove SPEC O-6's parts that need no new engine state. They carry its
+# id in their docstrings; the clause mark is the module's O-4 until
+# CONTRACT.md has an O-6 entry to name (CF-2 checks every mark against it).
 
 
 def listed_ids(page: str, state: str) -> list[int]:
@@ -591,7 +596,6 @@ def seed_live(store: Store) -> dict[str, list[int]]:
     }
 
 
-@pytest.mark.clause("O-6")
 def test_the_queue_page_offers_every_state_of_the_contract(store: Store, client: Client) -> None:
     """O-6: the states are JobState's, in its order, with scheduled after
     pending; each tab counts its jobs and lists exactly them."""
@@ -614,10 +618,11 @@ def test_the_queue_page_offers_every_state_of_the_contract(store: Store, client:
     assert client.get("/queue?name=live&state=nonsense").status == 404
 
 
-@pytest.mark.clause("O-6")
 def test_the_default_state_is_dead_and_the_overview_links_each_count(
     store: Store, client: Client
 ) -> None:
+    """O-6: a queue's page without a state shows its dead letters; each
+    overview count links to its state."""
     jobs = seed_live(store)
     assert listed_ids(client.get("/queue?name=live").text, "dead") == jobs["dead"]
     overview = client.get("/").text
@@ -625,8 +630,8 @@ def test_the_default_state_is_dead_and_the_overview_links_each_count(
         assert f'href="/queue?name=live&amp;state={state}"' in overview
 
 
-@pytest.mark.clause("O-6")
 def test_pending_and_scheduled_jobs_page_through(store: Store, client: Client) -> None:
+    """O-6: ready and scheduled jobs are listed apart, fifty a page."""
     from alkstore import EnqueueOpts
 
     q = store.queue("paged")
@@ -643,10 +648,10 @@ def test_pending_and_scheduled_jobs_page_through(store: Store, client: Client) -
     assert listed_ids(scheduled, "scheduled") == later
 
 
-@pytest.mark.clause("O-6")
 def test_the_job_page_shows_stamps_claim_error_payload_and_result(
     store: Store, client: Client
 ) -> None:
+    """O-6: a job's page shows its state, stamps, claim, error, payload and kept result."""
     jobs = seed_live(store)
     dead = client.get(f"/job?queue=live&id={jobs['dead'][0]}")
     assert dead.status == 200
@@ -672,8 +677,8 @@ def test_the_job_page_shows_stamps_claim_error_payload_and_result(
     assert re.search(r'data-field="state">scheduled<', later) and "Runs at" in later
 
 
-@pytest.mark.clause("O-6")
 def test_the_job_page_shows_the_trace_id_of_the_enqueue(store: Store, client: Client) -> None:
+    """O-6: the job page shows the trace id of the span the job was enqueued in (O-2)."""
     from opentelemetry.sdk.trace import TracerProvider
 
     provider = TracerProvider()
@@ -689,8 +694,8 @@ def test_the_job_page_shows_the_trace_id_of_the_enqueue(store: Store, client: Cl
     assert 'data-field="trace-id"' not in client.get(f"/job?queue=traced&id={untraced}").text
 
 
-@pytest.mark.clause("O-6")
 def test_an_unknown_job_has_a_clear_page(store: Store, client: Client) -> None:
+    """O-6: an id the queue does not have answers 404 with a page that says why."""
     seed_live(store)
     for query in ("queue=live&id=999999", "queue=live&id=x", "queue=live"):
         page = client.get(f"/job?{query}")
@@ -699,10 +704,10 @@ def test_an_unknown_job_has_a_clear_page(store: Store, client: Client) -> None:
     assert "No job 999999 in this queue." in client.get("/job?queue=live&id=999999").text
 
 
-@pytest.mark.clause("O-6")
 def test_a_cancel_asks_first_then_deletes_pending_and_processing_jobs(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
+    """O-6: cancel is confirmed, then deletes the job (Q-13); its holder's ack fails."""
     jobs = seed_live(store)
     csrf = signed_in_csrf(client, dashboard)
     page = client.get("/queue?name=live&state=pending").text
@@ -745,10 +750,10 @@ def test_a_cancel_asks_first_then_deletes_pending_and_processing_jobs(
     assert store.queue("live").stats().dead == 1
 
 
-@pytest.mark.clause("O-6")
 def test_a_redrive_from_the_job_page_returns_to_it(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
+    """O-6: a dead job's page redrives it and shows it pending."""
     jobs = seed_live(store)
     client.login(dashboard)
     dead_id = jobs["dead"][0]
@@ -769,10 +774,11 @@ def test_a_redrive_from_the_job_page_returns_to_it(
     assert 'name="csrf"' not in done_page
 
 
-@pytest.mark.clause("O-6")
 def test_cancel_follows_the_access_rules(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
+    """O-6: cancel needs the token's session, its CSRF token, this site's
+    Origin, and no --read-only."""
     jobs = seed_live(store)
     target = str(jobs["pending"][0])
     anonymous = client.get(f"/job?queue=live&id={target}").text
@@ -798,8 +804,8 @@ def test_cancel_follows_the_access_rules(
     assert store.queue("live").get_job(int(target)) is not None
 
 
-@pytest.mark.clause("O-6")
 def test_healthz_says_ok_while_the_store_answers(engine_url: str, store: Store) -> None:
+    """O-6: /healthz is 200 ok while the store answers and 503 once it does not."""
     import alkstore
 
     seed(store)
@@ -816,8 +822,8 @@ def test_healthz_says_ok_while_the_store_answers(engine_url: str, store: Store) 
         assert failing.status == 503 and failing.text == "store unavailable\n"
 
 
-@pytest.mark.clause("O-6")
 def test_healthz_needs_no_token_beyond_localhost(store: Store) -> None:
+    """O-6: /healthz answers without the token even where every page needs it."""
     guard = Guard(host="0.0.0.0", token="s3cret-token", read_only=False)
     guard.port = 8765
     history = History(10)
@@ -830,7 +836,6 @@ def test_healthz_needs_no_token_beyond_localhost(store: Store) -> None:
     assert _call(app, "/", QUERY_STRING="")[0].startswith("401")
 
 
-@pytest.mark.clause("O-6")
 def test_without_scrape_the_chart_is_the_backlog_change_not_a_throughput(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
@@ -857,11 +862,10 @@ def test_without_scrape_the_chart_is_the_backlog_change_not_a_throughput(
     assert "need the workers&#x27; metrics" in page
 
 
-@pytest.mark.clause("O-6")
 def test_a_sparse_state_is_read_in_bounded_steps(
     store: Store, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Scheduled jobs are found by reading pages of pending ones: a request
+    """O-6: scheduled jobs are found by reading pages of pending ones: a request
     reads at most SCAN_CAP rows, and the next page reads on from there."""
     from alkstore import EnqueueOpts
     from alkstore.observability.dashboard import _live
@@ -884,10 +888,10 @@ def test_a_sparse_state_is_read_in_bounded_steps(
     assert seen == later
 
 
-@pytest.mark.clause("O-6")
 def test_a_state_queue_stats_does_not_count_is_counted_up_to_a_cap(
     store: Store, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """O-6: a state queue_stats() does not count (done) is counted by listing, up to a cap."""
     from alkstore.observability.dashboard import _live
 
     monkeypatch.setattr(_live, "COUNT_CAP", 2)

@@ -1,6 +1,7 @@
-"""O-4 in a real browser: headless Chromium (Debian's ``chromium``, driven by
-Playwright; never a downloaded browser) against ``alkstore dashboard``
-serving a store that live ``alkstore worker`` processes are working on.
+"""O-4 and O-6 in a real browser: headless Chromium (Debian's ``chromium``,
+driven by Playwright; never a downloaded browser) against ``alkstore
+dashboard`` serving a store that live ``alkstore worker`` processes are
+working on.
 
 Each page's screenshot is written to the test's temporary directory; with
 ``ALKSTORE_UPDATE_SCREENSHOTS=1`` the SQLite pages named in
@@ -313,7 +314,6 @@ def listed(tab: Page, state: str) -> list[int]:
     return [int(r.get_attribute("data-job") or 0) for r in tab.locator(f"#{state} tbody tr").all()]
 
 
-@pytest.mark.clause("O-6")
 def test_live_jobs_by_state_and_a_dead_jobs_page(
     scene: Scene, signed_in: Page, shots: Shots
 ) -> None:
@@ -365,10 +365,10 @@ def test_live_jobs_by_state_and_a_dead_jobs_page(
     assert info is not None and info.state is JobState.PENDING
 
 
-@pytest.mark.clause("O-6")
 def test_a_pending_job_cancelled_through_its_page(
     scene: Scene, signed_in: Page, shots: Shots
 ) -> None:
+    """O-6: a pending job cancelled from its page, through the confirmation."""
     page = signed_in
     target = ready_ids(scene.store, "emails")[0]
     page.goto(page.url + f"job?queue=emails&id={target}")
@@ -385,8 +385,8 @@ def test_a_pending_job_cancelled_through_its_page(
     assert scene.store.queue("emails").get_job(target) is None
 
 
-@pytest.mark.clause("O-6")
 def test_a_done_job_shows_its_result_and_trace(scene: Scene, signed_in: Page, shots: Shots) -> None:
+    """O-6: a done job's page shows its result, finish time and trace id, and offers no change."""
     page = signed_in
     page.goto(page.url + "queue?name=thumbnails&state=done")
     assert listed(page, "done") == [scene.done]
@@ -404,6 +404,7 @@ def test_a_done_job_shows_its_result_and_trace(scene: Scene, signed_in: Page, sh
 
 
 def test_healthz_in_the_running_command(scene: Scene, page: Page) -> None:
+    """O-6: the running command serves /healthz."""
     answer = page.goto(scene.login_url.split("?", 1)[0] + "healthz")
     assert answer is not None and answer.status == 200
     assert page.locator("body").inner_text().strip() == "ok"
