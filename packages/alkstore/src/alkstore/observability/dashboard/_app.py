@@ -53,7 +53,6 @@ _MAX_FORM_BYTES = 256 * 1024
 _MAX_IDS = 1000
 #: The state a queue's page shows when none is asked for.
 _DEFAULT_STATE = JobState.DEAD.value
-_ACTIONS = ("redrive", "purge", "cancel")
 _SECURITY_HEADERS = [
     (
         "Content-Security-Policy",
