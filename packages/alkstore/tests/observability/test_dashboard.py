@@ -1,5 +1,6 @@
-"""O-4 without a browser: the dashboard's pages, numbers and access rules,
-over real HTTP against a dashboard serving a real store on each engine.
+"""O-4 and O-6 without a browser: the dashboard's pages, numbers, actions
+and access rules, over real HTTP against a dashboard serving a real store on
+each engine.
 
 The browser tests (``test_dashboard_browser.py``) drive the same pages in
 headless Chromium.
@@ -29,8 +30,9 @@ from alkstore.observability.dashboard._sampler import (
     History,
     Sample,
     Sampler,
+    backlog_series,
     depth_series,
-    throughput_series,
+    finished_series,
 )
 from alkstore.observability.dashboard._svg import Series, line_chart, nice_ceiling
 
@@ -198,7 +200,7 @@ def test_dead_letters_page_through(store: Store, client: Client) -> None:
     first = client.get("/queue?name=many")
     ids = dead_ids(first.text)
     assert len(ids) == 50
-    nxt = re.search(r'href="(/queue\?name=many&amp;after=\d+)">next page', first.text)
+    nxt = re.search(r'href="(/queue\?name=many&amp;state=dead&amp;after=\d+)">next', first.text)
     assert nxt is not None
     second = client.get(html.unescape(nxt.group(1)))
     assert len(dead_ids(second.text)) == 10
@@ -220,7 +222,7 @@ def test_charts_draw_the_samples_taken_in_memory(store: Store, dashboard: Dashbo
         lambda: (p := client.get("/")).text.count("<polyline") >= 4 and p,
         what="samples drawn as lines",
     )
-    assert 'id="depth-chart"' in page.text and 'id="throughput-chart"' in page.text
+    assert 'id="depth-chart"' in page.text and 'id="backlog-chart"' in page.text
     assert "backlog change/s" in page.text
 
 
@@ -343,15 +345,15 @@ def _call(app: DashboardApp, path: str, **environ: str) -> tuple[str, dict[str, 
 
 
 def test_bound_beyond_localhost_every_page_needs_the_token(store: Store) -> None:
-    seed(store)
+    dead = seed(store)
     guard = Guard(host="0.0.0.0", token="s3cret-token", read_only=False)
     guard.port = 8765
     history = History(10)
     app = DashboardApp(
         store, guard, history, Sampler(store, history, 1.0), every_s=1.0, refresh_s=None
     )
-    for path in ("/", "/queue", "/schedules", "/streams", "/locks"):
-        status, _, body = _call(app, path, QUERY_STRING="name=emails")
+    for path in ("/", "/queue", "/job", "/schedules", "/streams", "/locks"):
+        status, _, body = _call(app, path, QUERY_STRING=f"name=emails&queue=emails&id={dead[0]}")
         assert status.startswith("401"), path
         assert "SMTP 550" not in body and "emails" not in body
     status, headers, _ = _call(app, "/", QUERY_STRING="token=s3cret-token")
@@ -482,12 +484,11 @@ def test_throughput_comes_from_counter_deltas_per_endpoint() -> None:
         _sample(4, 6, {a: {("q", "acked"): 4}, b: {("q", "dead"): 3}}),  # a restarted
         _sample(6, 8, {b: {("q", "dead"): 3, ("q", "retried"): 2}}),  # a did not answer
     ]
-    rates = throughput_series(samples, "q", scraping=True)
+    rates = finished_series(samples, "q")
     assert rates["acked/s"] == [None, 5.0, 2.0, 0.0]
     assert rates["dead/s"] == [None, 0.0, 1.0, 0.0]
     assert rates["retried/s"] == [None, 0.0, 0.0, 1.0]
-    assert rates["backlog change/s"] == [None, -2.0, 0.0, 1.0]
-    assert set(throughput_series(samples, None, scraping=False)) == {"backlog change/s"}
+    assert backlog_series(samples, "q") == {"backlog change/s": [None, -2.0, 0.0, 1.0]}
     assert depth_series(samples, "q")["pending"] == [10, 6, 6, 8]
     assert depth_series(samples, "absent")["dead"] == [0, 0, 0, 0]
 
@@ -547,3 +548,358 @@ def test_dashboard_command_serves_until_sigterm(
     assert answer.status == 200
     assert queue_rows(page) == state_counts(store)
     assert running.stop() == 0
+
+
+# ------------------------------------------------------ live work (O-6)
+#
+# These prove SPEC O-6's parts that need no new engine state. They carry its
+# id in their docstrings; the clause mark is the module's O-4 until
+# CONTRACT.md has an O-6 entry to name (CF-2 checks every mark against it).
+
+
+def listed_ids(page: str, state: str) -> list[int]:
+    """The ids of the listing of *state* on a queue's page."""
+    found = re.search(rf'<table id="{state}" class="jobs".*?</table>', page, re.S)
+    return [] if found is None else dead_ids(found.group(0))
+
+
+def tab_counts(page: str) -> dict[str, str]:
+    """The count each state's tab shows on a queue's page."""
+    return dict(re.findall(r'<a class="kpi[^"]*" data-state="(\w+)"[^>]*><b>([^<]*)</b>', page))
+
+
+def seed_live(store: Store) -> dict[str, list[int]]:
+    """The jobs of queue ``live`` in every state, by state: two pending, one
+    scheduled, one processing (claimed by ``w-7``), one dead, one done."""
+    from alkstore import EnqueueOpts
+
+    q = store.queue("live", QueueOpts(max_attempts=2, result_ttl_s=3600))
+    done_id = q.enqueue({"step": "done"})
+    done = q.claim("w-1")
+    assert done is not None and done.id == done_id
+    assert done.ack(result={"sent": 3, "note": "<b>bold</b>"})
+    dead_id = q.enqueue({"step": "dead"})
+    dying = q.claim("w-2")
+    assert dying is not None and dying.id == dead_id
+    dying.fail("ValueError: no such template\nTraceback line 2")
+    running_id = q.enqueue({"step": "running"})
+    running = q.claim("w-7")
+    assert running is not None and running.id == running_id
+    pending = q.enqueue_many([{"step": "pending", "n": n} for n in range(2)])
+    scheduled = q.enqueue({"step": "later"}, EnqueueOpts(delay_s=3600))
+    return {
+        "pending": list(pending),
+        "scheduled": [scheduled],
+        "processing": [running_id],
+        "dead": [dead_id],
+        "done": [done_id],
+    }
+
+
+def test_the_queue_page_offers_every_state_of_the_contract(store: Store, client: Client) -> None:
+    """O-6: the states are JobState's, in its order, with scheduled after
+    pending; each tab counts its jobs and lists exactly them."""
+    from alkstore.observability.dashboard._live import job_states
+
+    states = job_states()
+    assert states == ("pending", "scheduled", "processing", "dead", "done")
+    assert {s.value for s in JobState} <= set(states)
+    jobs = seed_live(store)
+    for state in states:
+        page = client.get("/queue?" + urlencode({"name": "live", "state": state}))
+        assert page.status == 200, state
+        assert listed_ids(page.text, state) == jobs[state], state
+        assert tab_counts(page.text) == {s: str(len(jobs[s])) for s in states}
+        assert f'data-state="{state}" href' in page.text and 'aria-current="page"' in page.text
+    processing = client.get("/queue?name=live&state=processing").text
+    assert "w-7" in processing
+    done = client.get("/queue?name=live&state=done").text
+    assert "&quot;sent&quot;: 3" in done and "<b>bold</b>" not in done
+    assert client.get("/queue?name=live&state=nonsense").status == 404
+
+
+def test_the_default_state_is_dead_and_the_overview_links_each_count(
+    store: Store, client: Client
+) -> None:
+    """O-6: a queue's page without a state shows its dead letters; each
+    overview count links to its state."""
+    jobs = seed_live(store)
+    assert listed_ids(client.get("/queue?name=live").text, "dead") == jobs["dead"]
+    overview = client.get("/").text
+    for state in ("pending", "scheduled", "processing", "dead"):
+        assert f'href="/queue?name=live&amp;state={state}"' in overview
+
+
+def test_pending_and_scheduled_jobs_page_through(store: Store, client: Client) -> None:
+    """O-6: ready and scheduled jobs are listed apart, fifty a page."""
+    from alkstore import EnqueueOpts
+
+    q = store.queue("paged")
+    ready = q.enqueue_many([{"n": i} for i in range(60)])
+    later = [q.enqueue({"late": i}, EnqueueOpts(delay_s=600)) for i in range(3)]
+    first = client.get("/queue?name=paged&state=pending")
+    assert listed_ids(first.text, "pending") == list(ready[:50])
+    nxt = re.search(r'href="(/queue\?name=paged&amp;state=pending&amp;after=\d+)">next', first.text)
+    assert nxt is not None
+    second = client.get(html.unescape(nxt.group(1))).text
+    assert listed_ids(second, "pending") == list(ready[50:])
+    assert "next page" not in second and "first page" in second
+    scheduled = client.get("/queue?name=paged&state=scheduled").text
+    assert listed_ids(scheduled, "scheduled") == later
+
+
+def test_the_job_page_shows_stamps_claim_error_payload_and_result(
+    store: Store, client: Client
+) -> None:
+    """O-6: a job's page shows its state, stamps, claim, error, payload and kept result."""
+    jobs = seed_live(store)
+    dead = client.get(f"/job?queue=live&id={jobs['dead'][0]}")
+    assert dead.status == 200
+    assert re.search(r'data-field="state">dead<', dead.text)
+    assert 'data-field="attempts">1 of 2<' in dead.text
+    assert "ValueError: no such template\nTraceback line 2" in html.unescape(dead.text)
+    assert "&quot;step&quot;: &quot;dead&quot;" in dead.text
+    assert "3600 s" in dead.text  # the result_ttl_s stamp
+    assert 'data-field="result"' not in dead.text
+
+    done = client.get(f"/job?queue=live&id={jobs['done'][0]}").text
+    info = store.queue("live").get_job(jobs["done"][0])
+    assert info is not None and info.finished_at is not None
+    assert re.search(r'data-field="state">done<', done)
+    assert info.finished_at.strftime("%Y-%m-%d %H:%M:%S") in done
+    result = re.search(r'<pre class="" data-field="result">(.*?)</pre>', done, re.S)
+    assert result is not None
+    assert html.unescape(result.group(1)) == '{\n  "sent": 3,\n  "note": "<b>bold</b>"\n}'
+
+    running = client.get(f"/job?queue=live&id={jobs['processing'][0]}").text
+    assert "w-7" in running and re.search(r'data-field="state">processing<', running)
+    later = client.get(f"/job?queue=live&id={jobs['scheduled'][0]}").text
+    assert re.search(r'data-field="state">scheduled<', later) and "Runs at" in later
+
+
+def test_the_job_page_shows_the_trace_id_of_the_enqueue(store: Store, client: Client) -> None:
+    """O-6: the job page shows the trace id of the span the job was enqueued in (O-2)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    try:
+        with provider.get_tracer("app").start_as_current_span("request") as span:
+            job_id = store.queue("traced").enqueue({"n": 1})
+    finally:
+        provider.shutdown()
+    page = client.get(f"/job?queue=traced&id={job_id}").text
+    trace_id = f"{span.get_span_context().trace_id:032x}"
+    assert f'data-field="trace-id">{trace_id}<' in page
+    untraced = store.queue("traced").enqueue({"n": 2})
+    assert 'data-field="trace-id"' not in client.get(f"/job?queue=traced&id={untraced}").text
+
+
+def test_an_unknown_job_has_a_clear_page(store: Store, client: Client) -> None:
+    """O-6: an id the queue does not have answers 404 with a page that says why."""
+    seed_live(store)
+    for query in ("queue=live&id=999999", "queue=live&id=x", "queue=live"):
+        page = client.get(f"/job?{query}")
+        assert page.status == 404, query
+        assert 'id="no-job"' in page.text and "result_ttl_s" in page.text
+    assert "No job 999999 in this queue." in client.get("/job?queue=live&id=999999").text
+
+
+def test_a_cancel_asks_first_then_deletes_pending_and_processing_jobs(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    """O-6: cancel is confirmed, then deletes the job (Q-13); its holder's ack fails."""
+    jobs = seed_live(store)
+    csrf = signed_in_csrf(client, dashboard)
+    page = client.get("/queue?name=live&state=pending").text
+    assert f'data-cancel="{jobs["pending"][0]}"' in page
+    target = jobs["pending"][0]
+    fields: dict[str, str | list[str]] = {
+        "name": "live", "ids": str(target), "csrf": csrf, "state": "pending",
+    }  # fmt: skip
+    confirm = client.post("/queue/cancel", fields)
+    assert confirm.status == 200
+    assert "Cancel 1 selected job(s) of queue live?" in text_of(confirm.text)
+    assert store.queue("live").get_job(target) is not None
+    done = client.post("/queue/cancel", {**fields, "confirm": "1"})
+    assert done.status == 303 and done.headers["Location"] == "/queue?name=live&state=pending"
+    after = client.get(done.headers["Location"]).text
+    assert "Cancelled 1 job(s)." in after
+    assert listed_ids(after, "pending") == jobs["pending"][1:]
+    assert store.queue("live").get_job(target) is None
+
+    # A processing job, from its own page: its holder finds its claim gone (Q-13).
+    holder = store.queue("live").claim("w-8")
+    assert holder is not None and holder.id == jobs["pending"][1]
+    job_page = client.get(f"/job?queue=live&id={holder.id}").text
+    assert 'id="job-cancel"' in job_page
+    answer = client.post(
+        "/queue/cancel",
+        {"name": "live", "ids": str(holder.id), "csrf": csrf, "state": "processing",
+         "from": "job", "confirm": "1"},
+    )  # fmt: skip
+    assert answer.headers["Location"] == "/queue?name=live&state=processing"
+    assert not holder.ack()
+    # A dead job is not cancelled: the count says so.
+    again = client.post(
+        "/queue/cancel",
+        {"name": "live", "ids": str(jobs["dead"][0]), "csrf": csrf, "confirm": "1"},
+    )
+    assert "1 of those selected were no longer pending or processing." in (
+        client.get(again.headers["Location"]).text
+    )
+    assert store.queue("live").stats().dead == 1
+
+
+def test_a_redrive_from_the_job_page_returns_to_it(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    """O-6: a dead job's page redrives it and shows it pending."""
+    jobs = seed_live(store)
+    client.login(dashboard)
+    dead_id = jobs["dead"][0]
+    page = client.get(f"/job?queue=live&id={dead_id}").text
+    assert 'id="job-redrive"' in page and 'id="job-purge"' in page
+    assert 'id="job-cancel"' not in page
+    answer = client.post(
+        "/queue/redrive",
+        {"name": "live", "ids": str(dead_id), "csrf": csrf_of(page), "from": "job"},
+    )
+    assert answer.status == 303 and answer.headers["Location"] == f"/job?queue=live&id={dead_id}"
+    back = client.get(answer.headers["Location"]).text
+    assert "Redrove 1 job(s) to pending." in back
+    assert re.search(r'data-field="state">pending<', back)
+    assert 'data-field="attempts">0 of 2<' in back
+    # A done job offers no change.
+    done_page = client.get(f"/job?queue=live&id={jobs['done'][0]}").text
+    assert 'name="csrf"' not in done_page
+
+
+def test_cancel_follows_the_access_rules(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    """O-6: cancel needs the token's session, its CSRF token, this site's
+    Origin, and no --read-only."""
+    jobs = seed_live(store)
+    target = str(jobs["pending"][0])
+    anonymous = client.get(f"/job?queue=live&id={target}").text
+    assert 'name="csrf"' not in anonymous and "need the dashboard&#x27;s token" in anonymous
+    fields: dict[str, str | list[str]] = {"name": "live", "ids": target, "confirm": "1"}
+    assert client.post("/queue/cancel", {**fields, "csrf": "x"}).status == 403
+    client.login(dashboard)
+    assert client.post("/queue/cancel", {**fields, "csrf": "forged"}).status == 403
+    csrf = csrf_of(client.get("/queue?name=live&state=pending").text)
+    assert (
+        client.post(
+            "/queue/cancel", {**fields, "csrf": csrf}, {"Origin": "http://evil.example"}
+        ).status
+        == 403
+    )
+    assert client.get(f"/queue/cancel?name=live&ids={target}").status == 405
+    with serve_dashboard(store, "127.0.0.1:0", read_only=True) as server:
+        ro = Client(server)
+        ro.login(server)
+        page = ro.get(f"/job?queue=live&id={target}").text
+        assert 'name="csrf"' not in page and "read-only" in page
+        assert ro.post("/queue/cancel", {**fields, "csrf": "x"}).status == 403
+    assert store.queue("live").get_job(int(target)) is not None
+
+
+def test_healthz_says_ok_while_the_store_answers(engine_url: str, store: Store) -> None:
+    """O-6: /healthz is 200 ok while the store answers and 503 once it does not."""
+    import alkstore
+
+    seed(store)
+    own = alkstore.open(engine_url, migrate=False)
+    with serve_dashboard(own, "127.0.0.1:0", sample_every_s=60) as server:
+        client = Client(server)
+        answer = client.get("/healthz")
+        assert (answer.status, answer.text) == (200, "ok\n")
+        # Probes may name the address as they like, and need no token.
+        assert client.get("/healthz", Host="10.1.2.3:8765").status == 200
+        assert "emails" not in answer.text
+        own.close()
+        failing = client.get("/healthz")
+        assert failing.status == 503 and failing.text == "store unavailable\n"
+
+
+def test_healthz_needs_no_token_beyond_localhost(store: Store) -> None:
+    """O-6: /healthz answers without the token even where every page needs it."""
+    guard = Guard(host="0.0.0.0", token="s3cret-token", read_only=False)
+    guard.port = 8765
+    history = History(10)
+    app = DashboardApp(
+        store, guard, history, Sampler(store, history, 1.0), every_s=1.0, refresh_s=None
+    )
+    status, headers, body = _call(app, "/healthz")
+    assert status.startswith("200") and body == "ok\n"
+    assert headers["Content-Type"].startswith("text/plain")
+    assert _call(app, "/", QUERY_STRING="")[0].startswith("401")
+
+
+def test_without_scrape_the_chart_is_the_backlog_change_not_a_throughput(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    """O-6: the chart drawn from samples alone is named for what it plots
+    (the backlog's change, below zero while draining); "finished jobs" is
+    charted only from the workers' counters."""
+    q = store.queue("drain")
+    q.enqueue_many([{"n": i} for i in range(40)])
+    eventually(lambda: "drain" in client.get("/").text, what="the queue sampled")
+    time.sleep(0.3)
+    for job in q.claim_batch("w", 40):
+        job.ack()
+
+    def drained_sample() -> str | None:
+        page = client.get("/queue?name=drain").text
+        chart = re.search(r'<div class="card" id="backlog-chart">(.*?)</svg>', page, re.S)
+        return page if chart and re.search(r">-\d", chart.group(1)) else None
+
+    page = eventually(drained_sample, what="a negative backlog change charted")
+    assert "Backlog change, drain" in page
+    assert 'id="throughput-chart"' not in page and "Finished jobs," not in page
+    assert "Throughput" not in page
+    assert "it is not a throughput" in page
+    assert "need the workers&#x27; metrics" in page
+
+
+def test_a_sparse_state_is_read_in_bounded_steps(
+    store: Store, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """O-6: scheduled jobs are found by reading pages of pending ones: a request
+    reads at most SCAN_CAP rows, and the next page reads on from there."""
+    from alkstore import EnqueueOpts
+    from alkstore.observability.dashboard import _live
+
+    monkeypatch.setattr(_live, "SCAN_CAP", 4)
+    monkeypatch.setattr(_live, "_SCAN_PAGE", 2)
+    q = store.queue("sparse")
+    q.enqueue_many([{"n": i} for i in range(9)])
+    later = [q.enqueue({"late": i}, EnqueueOpts(delay_s=600)) for i in range(2)]
+    path = "/queue?name=sparse&state=scheduled"
+    seen: list[int] = []
+    for _ in range(5):
+        page = client.get(path).text
+        seen += listed_ids(page, "scheduled")
+        nxt = re.search(r'href="([^"]*after=\d+)">next page', page)
+        if nxt is None:
+            break
+        assert "Read pending jobs up to id" in page
+        path = html.unescape(nxt.group(1))
+    assert seen == later
+
+
+def test_a_state_queue_stats_does_not_count_is_counted_up_to_a_cap(
+    store: Store, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """O-6: a state queue_stats() does not count (done) is counted by listing, up to a cap."""
+    from alkstore.observability.dashboard import _live
+
+    monkeypatch.setattr(_live, "COUNT_CAP", 2)
+    q = store.queue("kept", QueueOpts(result_ttl_s=600))
+    q.enqueue_many([{"n": i} for i in range(3)])
+    for job in q.claim_batch("w", 3):
+        assert job.ack(result=job.id)
+    page = client.get("/queue?name=kept&state=done").text
+    assert tab_counts(page)["done"] == "2+"
+    assert tab_counts(page)["pending"] == "0"
+    assert len(listed_ids(page, "done")) == 3

@@ -1,27 +1,29 @@
-"""O-4 in a real browser: headless Chromium (Debian's ``chromium``, driven by
-Playwright; never a downloaded browser) against ``alkstore dashboard``
-serving a store that live ``alkstore worker`` processes are working on.
+"""O-4 and O-6 in a real browser: headless Chromium (Debian's ``chromium``,
+driven by Playwright; never a downloaded browser) against ``alkstore
+dashboard`` serving a store that live ``alkstore worker`` processes are
+working on.
 
 Each page's screenshot is written to the test's temporary directory; with
-``ALKSTORE_UPDATE_SCREENSHOTS=1`` the SQLite overview and queue pages also
-replace the pictures in ``docs/img/`` that the README and the guide show.
+``ALKSTORE_UPDATE_SCREENSHOTS=1`` the SQLite pages named in
+:data:`DOCS_SHOTS` also replace the pictures in ``docs/img/`` that the
+README and the guide show.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 import alkstore
-from alkstore import EnqueueOpts, QueueOpts, Store
+from alkstore import EnqueueOpts, JobState, QueueOpts, Store
 
 from .conftest import Running, eventually, state_counts
 
@@ -37,8 +39,10 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 DOCS_IMG = Path(__file__).resolve().parents[4] / "docs" / "img"
+#: The store the docs' screenshots name in the top bar.
+DOCS_STORE_LABEL = "sqlite:///app.db \u00b7 signed in"
 #: The screenshots the docs show.
-DOCS_SHOTS = frozenset({"dashboard", "dashboard-queue"})
+DOCS_SHOTS = frozenset({"dashboard", "dashboard-queue", "dashboard-jobs", "dashboard-job"})
 
 if not os.path.exists(CHROMIUM):
     if os.environ.get("CI", "").lower() == "true":
@@ -46,6 +50,9 @@ if not os.path.exists(CHROMIUM):
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
 pytestmark = pytest.mark.clause("O-4")
+
+#: The traced enqueue's trace id in the scene (see :func:`scene`).
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +96,14 @@ def shots(tmp_path: Path, engine_url: str) -> Shots:
             and name in DOCS_SHOTS
             and os.environ.get("ALKSTORE_UPDATE_SCREENSHOTS") == "1"
         ):
+            # The docs' copy names a store as a reader's would be, not the
+            # test's temporary file (the test's own copy above is untouched).
+            meta = tab.locator("header .meta")
+            shown = meta.inner_text()
+            meta.evaluate("(e, t) => { e.textContent = t; }", DOCS_STORE_LABEL)
             DOCS_IMG.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, DOCS_IMG / f"{name}.png")
+            tab.screenshot(path=str(DOCS_IMG / f"{name}.png"), full_page=True)
+            meta.evaluate("(e, t) => { e.textContent = t; }", shown)
         return path
 
     return shoot
@@ -113,6 +126,7 @@ class Scene:
     store: Store
     dead: list[int]
     login_url: str
+    done: int
 
 
 @pytest.fixture
@@ -141,6 +155,7 @@ def scene(engine_url: str, tmp_path: Path, background: Callable[..., Running]) -
         reports = store.queue("reports")
         reports.enqueue_many([{"report": n} for n in ("daily", "weekly", "usage")])
         store.schedule("nightly-report", "0 3 * * *", "reports", {"report": "daily"})
+        done = _done_job(store)
         store.schedule("cleanup", "@every 1h", "maintenance", {"task": "sweep"})
         env = {"RELEASE_FILE": str(release)}
         for queue, n in (("emails", "2"), ("reports", "1")):
@@ -164,10 +179,26 @@ def scene(engine_url: str, tmp_path: Path, background: Callable[..., Running]) -
             emails.enqueue_many([{"to": f"burst{burst}-{i}@example.com"} for i in range(3)])
             time.sleep(0.3)
         time.sleep(0.6)
-        yield Scene(store, dead, login)
+        yield Scene(store, dead, login, done)
     finally:
         release.touch()
         store.close()
+
+
+def _done_job(store: Store) -> int:
+    """A job of queue ``thumbnails`` enqueued inside a (remote) span and acked
+    with its result kept (RS-1): its page has a result and a trace id."""
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    span = NonRecordingSpan(SpanContext(int(TRACE_ID, 16), 0x00F067AA0BA902B7, True, TraceFlags(1)))
+    thumbs = store.queue("thumbnails", QueueOpts(result_ttl_s=86_400))
+    with trace.use_span(span):
+        job_id = thumbs.enqueue({"image": "uploads/cat.jpg", "sizes": [128, 512]})
+    job = thumbs.claim("thumbnailer-1")
+    assert job is not None and job.id == job_id
+    assert job.ack(result={"written": ["cat-128.jpg", "cat-512.jpg"], "bytes": 48213})
+    return job_id
 
 
 @pytest.fixture
@@ -206,7 +237,8 @@ def test_the_pages_show_what_queue_stats_says(scene: Scene, signed_in: Page, sho
     }
     assert totals == {k: sum(q[k] for q in expected.values()) for k in totals}
     assert page.locator("#depth-chart polyline").count() >= 4
-    assert page.locator("#throughput-chart polyline").count() >= 1
+    assert page.locator("#backlog-chart polyline").count() >= 1
+    assert page.locator("#throughput-chart").count() == 0  # no --scrape: no finished rates
     shots(page, "dashboard")
 
     page.get_by_role("link", name="emails", exact=True).click()
@@ -277,3 +309,109 @@ def test_streams_and_locks_pages(scene: Scene, signed_in: Page, shots: Shots) ->
     row = page.locator('tr[data-lock="nightly-backup"]').inner_text(timeout=3_000)
     assert "host-a:4242" in row and str(lock.token) in row
     shots(page, "dashboard-locks")
+
+
+def ready_ids(store: Store, queue: str) -> list[int]:
+    """The ids of *queue*'s pending jobs that are ready now."""
+    now = datetime.now(timezone.utc)
+    return [j.id for j in store.queue(queue).list_jobs(JobState.PENDING, 1000) if j.run_at <= now]
+
+
+def listed(tab: Page, state: str) -> list[int]:
+    return [int(r.get_attribute("data-job") or 0) for r in tab.locator(f"#{state} tbody tr").all()]
+
+
+def test_live_jobs_by_state_and_a_dead_jobs_page(
+    scene: Scene, signed_in: Page, shots: Shots
+) -> None:
+    """O-6: the tabs of a queue list its jobs by state as list_jobs has them;
+    a dead job's page shows its error, and its redrive returns to it."""
+    page = signed_in
+    page.goto(page.url + "queue?name=emails")
+    page.locator('a.kpi[data-state="pending"]').click()
+    page.wait_for_url("**/queue?name=emails&state=pending")
+    assert listed(page, "pending") == ready_ids(scene.store, "emails")
+    assert page.locator("button[data-cancel]").count() == len(ready_ids(scene.store, "emails"))
+    counts = {
+        s: page.locator(f'a.kpi[data-state="{s}"] b').inner_text()
+        for s in ("pending", "scheduled", "processing", "dead", "done")
+    }
+    stats = scene.store.queue("emails").stats()
+    assert counts == {
+        "pending": str(stats.pending),
+        "scheduled": str(stats.scheduled),
+        "processing": str(stats.processing),
+        "dead": str(stats.dead),
+        "done": "0",
+    }
+    shots(page, "dashboard-jobs-pending")
+
+    page.locator('a.kpi[data-state="processing"]').click()
+    page.wait_for_url("**/queue?name=emails&state=processing")
+    running = scene.store.queue("emails").list_jobs(JobState.PROCESSING)
+    assert listed(page, "processing") == [j.id for j in running]
+    for job in running:
+        assert (job.worker_id or "?") in page.locator(f'tr[data-job="{job.id}"]').inner_text()
+    shots(page, "dashboard-jobs")
+
+    page.locator('a.kpi[data-state="dead"]').click()
+    page.wait_for_url("**/queue?name=emails&state=dead")
+    target = scene.dead[1]
+    page.locator(f'tr[data-job="{target}"] a', has_text=str(target)).click()
+    page.wait_for_url(f"**/job?queue=emails&id={target}")
+    assert page.locator('[data-field="state"]').inner_text() == "dead"
+    assert "did not answer in 30 s" in page.locator('[data-field="last-error"]').inner_text()
+    assert "user" in page.locator('[data-field="payload"]').inner_text()
+    shots(page, "dashboard-job")
+
+    with page.expect_navigation():
+        page.locator("#job-redrive").click()
+    assert "Redrove 1 job(s)" in page.locator(".flash").inner_text(timeout=3_000)
+    assert page.locator('[data-field="state"]').inner_text() == "pending"
+    info = scene.store.queue("emails").get_job(target)
+    assert info is not None and info.state is JobState.PENDING
+
+
+def test_a_pending_job_cancelled_through_its_page(
+    scene: Scene, signed_in: Page, shots: Shots
+) -> None:
+    """O-6: a pending job cancelled from its page, through the confirmation."""
+    page = signed_in
+    target = ready_ids(scene.store, "emails")[0]
+    page.goto(page.url + f"job?queue=emails&id={target}")
+    with page.expect_navigation():
+        page.locator("#job-cancel").click()
+    assert "Cancel 1 selected job(s)" in page.locator("h1").inner_text(timeout=3_000)
+    assert scene.store.queue("emails").get_job(target) is not None  # not before confirming
+    shots(page, "dashboard-cancel-confirm")
+    with page.expect_navigation():
+        page.locator("#confirm").click()
+    page.wait_for_url("**/queue?name=emails&state=pending")
+    assert "Cancelled 1 job(s)." in page.locator(".flash").inner_text(timeout=3_000)
+    assert page.locator(f'tr[data-job="{target}"]').count() == 0
+    assert scene.store.queue("emails").get_job(target) is None
+
+
+def test_a_done_job_shows_its_result_and_trace(scene: Scene, signed_in: Page, shots: Shots) -> None:
+    """O-6: a done job's page shows its result, finish time and trace id, and offers no change."""
+    page = signed_in
+    page.goto(page.url + "queue?name=thumbnails&state=done")
+    assert listed(page, "done") == [scene.done]
+    page.locator(f'tr[data-job="{scene.done}"] a', has_text=str(scene.done)).click()
+    page.wait_for_url(f"**/job?queue=thumbnails&id={scene.done}")
+    assert page.locator('[data-field="state"]').inner_text() == "done"
+    assert "cat-512.jpg" in page.locator('[data-field="result"]').inner_text()
+    assert page.locator('[data-field="trace-id"]').inner_text() == TRACE_ID
+    info = scene.store.queue("thumbnails").get_job(scene.done)
+    assert info is not None and info.finished_at is not None
+    finished = page.locator('[data-field="finished-at"]').inner_text()
+    assert info.finished_at.strftime("%Y-%m-%d %H:%M:%S") in finished
+    assert page.locator("form").count() == 0  # a done job offers no change
+    shots(page, "dashboard-job-done")
+
+
+def test_healthz_in_the_running_command(scene: Scene, page: Page) -> None:
+    """O-6: the running command serves /healthz."""
+    answer = page.goto(scene.login_url.split("?", 1)[0] + "healthz")
+    assert answer is not None and answer.status == 200
+    assert page.locator("body").inner_text().strip() == "ok"

@@ -1,12 +1,15 @@
-"""The operator's dashboard (O-4): ``alkstore dashboard``.
+"""The operator's dashboard (O-4, O-6): ``alkstore dashboard``.
 
 A server-rendered site on the standard library's HTTP server, with charts
 drawn as inline SVG: no script, no assets from anywhere (it works offline).
-It shows every queue with its depth by state, charts of depth and
-throughput sampled in memory while it runs, each queue's dead letters with
-their errors (redrive and purge, confirmed), the schedules with their next
-fires, the streams with each consumer's lag, and the held locks with their
-owners and tokens. Its access rules are in :mod:`._auth`.
+It shows every queue with its depth by state, charts of depth and of the
+backlog's change sampled in memory while it runs (finished jobs per second
+from the workers' counters with ``scrape``), each queue's jobs by state
+(cancel live ones; redrive and purge dead ones, confirmed), one job's page
+with its payload, error, result and trace id, the schedules with their next
+fires, the streams with each consumer's lag, the held locks with their
+owners and tokens, and ``/healthz``. Its access rules are in :mod:`._auth`;
+the routes are listed in :mod:`._app`.
 
     server = serve_dashboard(store, "127.0.0.1:8765")
     print(server.login_url)     # the link that carries the token

@@ -1,23 +1,30 @@
-"""The dashboard as a WSGI application (O-4).
+"""The dashboard as a WSGI application (O-4, O-6).
 
 Routes (``name`` is a queue name, in the query string or a form field, so
 that any queue name survives the URL):
 
-=========================  =====  ===========================================
-``/``                      GET    every queue: counts, depth and throughput
-``/queue?name=&after=``    GET    one queue: counts, charts, dead letters
-``/queue/redrive``         POST   ``ids`` (one or more) or ``all=1``
-``/queue/purge``           POST   ``ids`` or ``all=1``; always confirmed
-``/schedules``             GET    schedules with their next fires
-``/streams``               GET    streams with each consumer's lag
-``/locks``                 GET    held locks with owners and tokens
-``/login``                 GET    the token form; POST starts a session
-``/logout``                POST   ends the session
-=========================  =====  ===========================================
+===============================  =====  =====================================
+``/``                            GET    every queue: counts, depth, backlog
+``/queue?name=&state=&after=``   GET    one queue: counts by state, charts,
+                                        its jobs in *state* (default dead)
+``/job?queue=&id=``              GET    one job: stamps, claim, error,
+                                        payload, result, trace
+``/queue/redrive``               POST   ``ids`` (one or more) or ``all=1``
+``/queue/purge``                 POST   ``ids`` or ``all=1``; always confirmed
+``/queue/cancel``                POST   ``ids``; always confirmed
+``/schedules``                   GET    schedules with their next fires
+``/streams``                     GET    streams with each consumer's lag
+``/locks``                       GET    held locks with owners and tokens
+``/healthz``                     GET    ``ok`` while the store answers
+``/login``                       GET    the token form; POST starts a session
+``/logout``                      POST   ends the session
+===============================  =====  =====================================
 
-A redrive of all and every purge answer first with a confirmation page
-whose form repeats the request with ``confirm=1``. Every change answers
-with a redirect (``303``) to the queue's page, which shows what happened.
+A redrive of all, every purge and every cancel answer first with a
+confirmation page whose form repeats the request with ``confirm=1``. Every
+change answers with a redirect (``303``) to the page it came from (the
+queue's jobs in ``state``, or the job's page for ``from=job``), which shows
+what happened.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from alkstore.observability._http import StartResponse, WSGIEnviron
 from alkstore.protocols import Capability, Queue, Store
 from alkstore.types import JobState
 
-from . import _pages
+from . import _jobs, _live, _pages
 from ._auth import Guard, Session
 from ._html import layout
 from ._sampler import History, Sampler
@@ -44,7 +51,8 @@ log = logging.getLogger("alkstore.dashboard")
 
 _MAX_FORM_BYTES = 256 * 1024
 _MAX_IDS = 1000
-_PAGE_SIZE = 50
+#: The state a queue's page shows when none is asked for.
+_DEFAULT_STATE = JobState.DEAD.value
 _SECURITY_HEADERS = [
     (
         "Content-Security-Policy",
@@ -104,6 +112,9 @@ class DashboardApp:
             ("GET", "/queue"): self._queue_page,
             ("POST", "/queue/redrive"): self._redrive,
             ("POST", "/queue/purge"): self._purge,
+            ("POST", "/queue/cancel"): self._cancel,
+            ("GET", "/job"): self._job_page,
+            ("GET", "/healthz"): self._healthz,
             ("GET", "/schedules"): self._listing("Schedules", self._schedules_body),
             ("GET", "/streams"): self._listing("Streams", self._streams_body),
             ("GET", "/locks"): self._listing("Locks", self._locks_body),
@@ -134,6 +145,13 @@ class DashboardApp:
 
     def _dispatch(self, environ: WSGIEnviron) -> _Response:
         guard = self._guard
+        if environ.get("PATH_INFO") == "/healthz" and environ.get("REQUEST_METHOD") in (
+            "GET",
+            "HEAD",
+        ):
+            # For load balancers and probes, which may name the address
+            # however they like: it says only whether the store answers.
+            return self._healthz(environ, None)
         if not guard.host_ok(environ):
             return _Response(
                 "421 Misdirected Request",
@@ -192,17 +210,17 @@ class DashboardApp:
         return self._page("403 Forbidden", "Refused", _pages.message_body("Refused", why))
 
     def _actions(self, session: Session | None) -> _pages.Actions:
+        dead_admin = Capability.DEAD_LETTER_ADMIN in self._store.capabilities
         if self._guard.read_only:
-            return _pages.Actions(None, "This dashboard runs read-only.")
-        if Capability.DEAD_LETTER_ADMIN not in self._store.capabilities:
-            return _pages.Actions(None, "This engine does not support redrive and purge.")
+            return _pages.Actions(None, "This dashboard runs read-only.", dead_admin)
         if session is None:
             return _pages.Actions(
                 None,
-                "Redrive and purge need the dashboard's token: open the link printed at "
-                "start, or log in.",
+                "Changes (redrive, purge, cancel) need the dashboard's token: open the link "
+                "printed at start, or log in.",
+                dead_admin,
             )
-        return _pages.Actions(session.csrf)
+        return _pages.Actions(session.csrf, "", dead_admin)
 
     def _queue_handle(self, name: str) -> Queue:
         if name.startswith(OUTBOX_PREFIX):
@@ -246,24 +264,32 @@ class DashboardApp:
     def _queue_page(self, environ: WSGIEnviron, session: Session | None) -> _Response:
         query = parse_qs(str(environ.get("QUERY_STRING", "")))
         name = (query.get("name") or [""])[0]
-        try:
-            after = max(0, int((query.get("after") or ["0"])[0]))
-        except ValueError:
-            after = 0
+        state = (query.get("state") or [_DEFAULT_STATE])[0]
+        states = _live.job_states()
+        if state not in states:
+            return self._page(
+                "404 Not Found",
+                "Queue",
+                _pages.message_body("No such state", f"{state!r} is none of {', '.join(states)}."),
+            )
+        after = _int_arg(query, "after")
+        now = datetime.now(timezone.utc)
         try:
             queue = self._queue_handle(name)
             stats = next((s for s in self._store.queue_stats() if s.queue == name), None)
-            dead = queue.list_jobs(JobState.DEAD, limit=_PAGE_SIZE + 1, after_id=after)
+            listing = _live.list_state(queue, state, after, now)
+            counts = _live.state_counts(stats, queue, states)
         except AlkstoreError as exc:
             status = "404 Not Found" if not name else "503 Service Unavailable"
             return self._page(status, "Queue", self._read_failed(f"Queue {name!r}", exc))
-        body = _pages.queue_body(
+        body = _jobs.queue_body(
             name,
-            stats,
-            dead[:_PAGE_SIZE],
-            now=datetime.now(timezone.utc),
+            state,
+            states,
+            counts,
+            listing,
+            now=now,
             after=after,
-            more=len(dead) > _PAGE_SIZE,
             samples=self._history.samples(),
             scraping=self._sampler.scraping,
             every_s=self._every_s,
@@ -271,6 +297,39 @@ class DashboardApp:
             messages=_pop_flash(session),
         )
         return self._page("200 OK", f"Queue {name}", body, active="/", session=session)
+
+    def _job_page(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        query = parse_qs(str(environ.get("QUERY_STRING", "")))
+        name = (query.get("queue") or [""])[0]
+        job_id = _int_arg(query, "id")
+        if job_id < 1:
+            return self._page("404 Not Found", "No such job", _jobs.missing_job_body(name, None))
+        try:
+            info = self._queue_handle(name).get_job(job_id)
+        except AlkstoreError as exc:
+            status = "404 Not Found" if not name else "503 Service Unavailable"
+            return self._page(status, "Job", self._read_failed(f"Job {job_id}", exc))
+        if info is None:
+            body = _jobs.missing_job_body(name, job_id)
+            return self._page("404 Not Found", "No such job", body, active="/", session=session)
+        body = _jobs.job_body(
+            info,
+            now=datetime.now(timezone.utc),
+            actions=self._actions(session),
+            messages=_pop_flash(session),
+        )
+        return self._page("200 OK", f"Job {job_id}", body, active="/", session=session)
+
+    def _healthz(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        """``ok`` while the store answers a read (the overview's own), else
+        503; nothing else is said, so it needs no token."""
+        plain = [("Content-Type", "text/plain; charset=utf-8")]
+        try:
+            self._store.queue_stats()
+        except Exception as exc:
+            log.warning("health check: the store did not answer: %s", exc)
+            return _Response("503 Service Unavailable", "store unavailable\n", plain)
+        return _Response("200 OK", "ok\n", plain)
 
     def _listing(self, title: str, render: Callable[[], str]) -> _Handler:
         """The handler of a page that only lists what *render* reads (at the
@@ -333,7 +392,7 @@ class DashboardApp:
     # ------------------------------------------------------------- changes
 
     def _change_allowed(
-        self, session: Session | None, form: dict[str, list[str]]
+        self, session: Session | None, form: dict[str, list[str]], action: str
     ) -> tuple[Session | None, _Response | None]:
         if self._guard.read_only:
             return None, self._forbidden("This dashboard runs read-only.")
@@ -341,7 +400,7 @@ class DashboardApp:
             return None, self._forbidden("Changes need the dashboard's token: log in first.")
         if not self._guard.csrf_ok(session, (form.get("csrf") or [""])[0]):
             return None, self._forbidden("The form was stale or not this dashboard's; reload it.")
-        if Capability.DEAD_LETTER_ADMIN not in self._store.capabilities:
+        if action != "cancel" and Capability.DEAD_LETTER_ADMIN not in self._store.capabilities:
             return None, self._forbidden("This engine does not support redrive and purge.")
         return session, None
 
@@ -353,6 +412,8 @@ class DashboardApp:
         ids = sorted({int(v) for v in form.get("ids", []) if v.strip()})
         if len(ids) > _MAX_IDS:
             raise ValueError(f"at most {_MAX_IDS} jobs at once")
+        if any(i < 1 for i in ids):
+            raise ValueError("job ids are positive")
         return ids
 
     def _redrive(self, environ: WSGIEnviron, session: Session | None) -> _Response:
@@ -361,49 +422,86 @@ class DashboardApp:
     def _purge(self, environ: WSGIEnviron, session: Session | None) -> _Response:
         return self._change(environ, session, "purge")
 
+    def _cancel(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        return self._change(environ, session, "cancel")
+
+    @staticmethod
+    def _back(form: dict[str, list[str]]) -> dict[str, str]:
+        """The fields that say where a change returns to: the listing's
+        ``state``, and ``from=job`` for the job's own page."""
+        back: dict[str, str] = {}
+        state = (form.get("state") or [""])[0]
+        if state in _live.job_states():
+            back["state"] = state
+        if (form.get("from") or [""])[0] == "job":
+            back["from"] = "job"
+        return back
+
     def _change(self, environ: WSGIEnviron, session: Session | None, action: str) -> _Response:
         form = self._form(environ)
-        allowed, refusal = self._change_allowed(session, form)
+        allowed, refusal = self._change_allowed(session, form, action)
         if refusal is not None:
             return refusal
         assert allowed is not None
         name = (form.get("name") or [""])[0]
-        back = "/queue?" + urlencode({"name": name})
+        back = self._back(form)
+        listing = "/queue?" + urlencode(
+            {"name": name, **{k: v for k, v in back.items() if k == "state"}}
+        )
         try:
             ids = self._ids(form)
         except ValueError:
             allowed.flash.append(("Those job ids are not valid.", False))
-            return _redirect(back)
-        if ids == []:
+            return _redirect(listing)
+        if ids == [] or (ids is None and action == "cancel"):
             allowed.flash.append(("No job was selected.", False))
-            return _redirect(back)
+            return _redirect(listing)
         confirmed = (form.get("confirm") or [""])[0] == "1"
-        if not confirmed and (ids is None or action == "purge"):
+        if not confirmed and (ids is None or action != "redrive"):
             try:
                 dead_now = next((s.dead for s in self._store.queue_stats() if s.queue == name), 0)
             except AlkstoreError as exc:
                 return self._page(
                     "503 Service Unavailable", "Confirm", self._read_failed("Queue", exc)
                 )
-            body = _pages.confirm_page(action, name, ids, dead_now, allowed.csrf)
+            body = _jobs.confirm_page(action, name, ids, dead_now, allowed.csrf, back)
             return self._page("200 OK", "Confirm", body, active="/", session=allowed)
         try:
             queue = self._queue_handle(name)
             if action == "redrive":
                 moved = queue.redrive(ids)
                 text = f"Redrove {moved:,} job(s) to pending."
-            else:
+                missed = "were no longer dead"
+            elif action == "purge":
                 moved = queue.purge_dead(ids)
                 text = f"Purged {moved:,} dead job(s)."
+                missed = "were no longer dead"
+            else:
+                assert ids is not None
+                moved = sum(queue.cancel(i) for i in ids)
+                text = f"Cancelled {moved:,} job(s)."
+                missed = "were no longer pending or processing"
         except AlkstoreError as exc:
             log.warning("%s on queue %r failed: %s", action, name, exc)
             allowed.flash.append((f"{action.capitalize()} failed: {exc}", False))
-            return _redirect(back)
+            return _redirect(listing)
         if ids is not None and moved < len(ids):
-            text += f" {len(ids) - moved:,} of those selected were no longer dead."
+            text += f" {len(ids) - moved:,} of those selected {missed}."
         log.info("dashboard: %s on queue %r: %d job(s)", action, name, moved)
         allowed.flash.append((text, True))
-        return _redirect(back)
+        if back.get("from") == "job" and action == "redrive" and ids is not None and len(ids) == 1:
+            return _redirect("/job?" + urlencode({"queue": name, "id": ids[0]}))
+        # A purged or cancelled job is gone: back to where it was listed.
+        return _redirect(listing)
+
+
+def _int_arg(query: dict[str, list[str]], key: str) -> int:
+    """A non-negative integer argument of the query string (0 when absent or
+    not one)."""
+    try:
+        return max(0, int((query.get(key) or ["0"])[0]))
+    except ValueError:
+        return 0
 
 
 def _pop_flash(session: Session | None) -> list[tuple[str, bool]]:

@@ -76,6 +76,16 @@ button.danger{background:#b23b3b;border-color:#b23b3b;color:#fff}
 min-width:8.5rem}
 .kpi b{display:block;font-size:22px;font-variant-numeric:tabular-nums}
 .kpi span{font-size:12px;color:#5d6677;text-transform:uppercase;letter-spacing:.04em}
+a.kpi{color:inherit;text-decoration:none}
+a.kpi:hover{border-color:#9aa6ba}
+a.kpi.on{border-color:#245fb5;box-shadow:inset 0 -3px 0 #245fb5}
+a.count{color:inherit;text-decoration:none}
+a.count:hover{text-decoration:underline}
+table.fields th{width:12rem;text-transform:none;letter-spacing:0;font-size:13px;
+background:#fff}
+pre{margin:0;white-space:pre-wrap;word-break:break-word;font:12px/1.45 ui-monospace,
+"DejaVu Sans Mono",monospace;max-height:32rem;overflow:auto}
+pre.err{color:#9b2c2c}
 input[type=password],input[type=text]{font:inherit;padding:.3rem .5rem;border:1px solid #9aa6ba;
 border-radius:5px;min-width:18rem}
 """

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from alkstore.names import OUTBOX_PREFIX
 from alkstore.observability.metrics import oldest_ready_age_s
-from alkstore.types import JobInfo, LockInfo, QueueStats, Schedule, StreamStats
+from alkstore.types import LockInfo, QueueStats, Schedule, StreamStats
 
 from ._html import duration, esc, hidden, href, table, when
-from ._sampler import Sample, ages, depth_series, throughput_series
+from ._sampler import BACKLOG_LABEL, Sample, ages, backlog_series, depth_series, finished_series
 from ._svg import Series, line_chart, sparkline
 
 __all__ = [
     "Actions",
-    "confirm_page",
+    "charts",
+    "flashes",
     "locks_body",
     "login_body",
+    "message_body",
     "overview_body",
-    "queue_body",
+    "queue_label",
     "schedules_body",
     "streams_body",
 ]
@@ -36,19 +37,19 @@ _RATE_COLORS = {
     "acked/s": "#2e9d57",
     "retried/s": "#e09b2d",
     "dead/s": "#c0392b",
-    "backlog change/s": "#5d6677",
+    BACKLOG_LABEL: "#5d6677",
 }
-_PAYLOAD_CHARS = 160
-_ERROR_CHARS = 400
 
 
 @dataclass(frozen=True)
 class Actions:
     """Whether this page may offer changes: a CSRF token when it may, else
-    the reason it may not (shown instead of the buttons)."""
+    the reason it may not (shown instead of the buttons); *dead_admin* when
+    the engine can redrive and purge (Q-21, Q-22)."""
 
     csrf: str | None
     reason: str = ""
+    dead_admin: bool = True
 
 
 def queue_label(name: str) -> str:
@@ -70,35 +71,70 @@ def _num(value: int, cls: str = "") -> str:
     return f'<span class="{style}">{value:,}</span>' if style else f"{value:,}"
 
 
-def _charts(samples: Sequence[Sample], queue: str | None, scraping: bool, every_s: float) -> str:
+def charts(samples: Sequence[Sample], queue: str | None, scraping: bool, every_s: float) -> str:
+    """The depth chart, the backlog-change chart, and with *scraping* the
+    finished-jobs chart: each titled by what it plots."""
     x = ages(samples)
-    depth = depth_series(samples, queue)
-    rates = throughput_series(samples, queue, scraping=scraping)
     scope = "all queues" if queue is None else queue_label(queue)
-    depth_chart = line_chart(
-        f"Depth, {scope}",
-        x,
-        [Series(state, _STATE_COLORS[state], values) for state, values in depth.items()],
-    )
-    rate_chart = line_chart(
-        f"Throughput, {scope}",
-        x,
-        [Series(label, _RATE_COLORS[label], values) for label, values in rates.items()],
-        unit="",
-    )
-    source = (
-        "finished rates from the workers' metrics endpoints"
+    depth = depth_series(samples, queue)
+    cards = [
+        (
+            "depth-chart",
+            line_chart(
+                f"Depth, {scope}",
+                x,
+                [Series(state, _STATE_COLORS[state], values) for state, values in depth.items()],
+            ),
+        ),
+        (
+            "backlog-chart",
+            line_chart(
+                f"Backlog change, {scope}",
+                x,
+                [
+                    Series(label, _RATE_COLORS[label], values)
+                    for label, values in backlog_series(samples, queue).items()
+                ],
+            ),
+        ),
+    ]
+    if scraping:
+        cards.append(
+            (
+                "throughput-chart",
+                line_chart(
+                    f"Finished jobs, {scope}",
+                    x,
+                    [
+                        Series(label, _RATE_COLORS[label], values)
+                        for label, values in finished_series(samples, queue).items()
+                    ],
+                ),
+            )
+        )
+    finished = (
+        "finished jobs per second come from the workers' metrics endpoints"
         if scraping
-        else "finished rates need the workers' metrics: run workers with --metrics-port "
-        "and the dashboard with --scrape URL"
+        else "finished jobs per second need the workers' metrics: run workers with "
+        "--metrics-port and the dashboard with --scrape URL"
     )
     caption = (
         f'<p class="muted">Sampled every {every_s:g} s while this dashboard runs '
-        f"({len(samples)} samples, kept in memory); {esc(source)}.</p>"
+        f"({len(samples)} samples, kept in memory). Backlog change is how fast the "
+        "pending, scheduled and processing jobs grew: below zero while the queue drains; "
+        "it is not a throughput, since a job enqueued and finished between two samples "
+        f"leaves no trace. {esc(finished[0].upper() + finished[1:])}.</p>"
     )
+    body = "".join(f'<div class="card" id="{cid}">{svg}</div>' for cid, svg in cards)
+    return f'<div class="charts">{body}</div>{caption}'
+
+
+def _count_cell(queue: str, state: str, value: int, cls: str = "") -> str:
+    """A count of the overview, linked to the queue's jobs in that state."""
     return (
-        f'<div class="charts"><div class="card" id="depth-chart">{depth_chart}</div>'
-        f'<div class="card" id="throughput-chart">{rate_chart}</div></div>{caption}'
+        f'<td class="n" data-state="{state}">'
+        f'<a class="count" href="{href("/queue", name=queue, state=state)}">'
+        f"{_num(value, cls)}</a></td>"
     )
 
 
@@ -128,10 +164,10 @@ def overview_body(
         rows.append(
             f'<tr data-queue="{esc(s.queue)}">'
             f'<td><a href="{href("/queue", name=s.queue)}">{esc(queue_label(s.queue))}</a></td>'
-            f'<td class="n" data-state="pending">{_num(s.pending)}</td>'
-            f'<td class="n" data-state="scheduled">{_num(s.scheduled)}</td>'
-            f'<td class="n" data-state="processing">{_num(s.processing)}</td>'
-            f'<td class="n" data-state="dead">{_num(s.dead, "dead")}</td>'
+            f"{_count_cell(s.queue, 'pending', s.pending)}"
+            f"{_count_cell(s.queue, 'scheduled', s.scheduled)}"
+            f"{_count_cell(s.queue, 'processing', s.processing)}"
+            f"{_count_cell(s.queue, 'dead', s.dead, 'dead')}"
             f'<td class="n">{esc(duration(age)) if s.oldest_ready_at else "-"}</td>'
             f"<td>{sparkline(trend)}</td></tr>"
         )
@@ -151,141 +187,8 @@ def overview_body(
     )
     return (
         f"{flashes(messages)}<h1>Queues</h1><div class=kpis>{kpis}</div>"
-        f"{_charts(samples, None, scraping, every_s)}"
+        f"{charts(samples, None, scraping, every_s)}"
         f'<div class="card">{queues}</div>'
-    )
-
-
-def _payload(info: JobInfo) -> str:
-    text = json.dumps(info.payload, ensure_ascii=False)
-    if len(text) > _PAYLOAD_CHARS:
-        text = text[: _PAYLOAD_CHARS - 1] + "\u2026"
-    return esc(text)
-
-
-def _error(info: JobInfo) -> str:
-    text = info.last_error or ""
-    if len(text) <= _ERROR_CHARS:
-        return esc(text)
-    return (
-        f"<details><summary>{esc(text[:_ERROR_CHARS])}\u2026</summary>"
-        f"{esc(text[_ERROR_CHARS:])}</details>"
-    )
-
-
-def queue_body(
-    name: str,
-    stats: QueueStats | None,
-    dead: Sequence[JobInfo],
-    *,
-    now: datetime,
-    after: int,
-    more: bool,
-    samples: Sequence[Sample],
-    scraping: bool,
-    every_s: float,
-    actions: Actions,
-    messages: Sequence[tuple[str, bool]] = (),
-) -> str:
-    counts = stats or QueueStats(name, 0, 0, 0, 0)
-    kpis = "".join(
-        f'<div class="kpi" data-state="{state}"><b>{value:,}</b><span>{state}</span></div>'
-        for state, value in (
-            ("pending", counts.pending),
-            ("scheduled", counts.scheduled),
-            ("processing", counts.processing),
-            ("dead", counts.dead),
-        )
-    )
-    can_act = actions.csrf is not None
-    rows = []
-    for info in dead:
-        select = (
-            f'<td><input type="checkbox" form="selection" name="ids" value="{info.id}" '
-            f'aria-label="select job {info.id}"></td>'
-            if can_act
-            else ""
-        )
-        redrive_one = (
-            f'<td><button form="row-redrive" name="ids" value="{info.id}" '
-            f'data-redrive="{info.id}">Redrive</button></td>'
-            if can_act
-            else ""
-        )
-        rows.append(
-            f'<tr data-job="{info.id}">{select}<td class="n">{info.id}</td>'
-            f'<td class="n">{info.attempts}/{info.max_attempts}</td>'
-            f"<td>{when(info.died_at, now)}</td>"
-            f'<td class="err">{_error(info)}</td>'
-            f'<td class="payload">{_payload(info)}</td>{redrive_one}</tr>'
-        )
-    headers = [
-        ("ID", "n"),
-        ("Attempts", "n"),
-        ("Died", ""),
-        ("Last error", ""),
-        ("Payload", ""),
-    ]
-    if can_act:
-        headers = [("", ""), *headers, ("", "")]
-    listing = table(headers, rows, empty="No dead jobs.", attrs=' id="dead"')
-    pager = []
-    if after:
-        pager.append(f'<a href="{href("/queue", name=name)}">first page</a>')
-    if more and dead:
-        pager.append(f'<a href="{href("/queue", name=name, after=dead[-1].id)}">next page</a>')
-    forms = ""
-    if can_act:
-        assert actions.csrf is not None
-        common = hidden("name", name) + hidden("csrf", actions.csrf)
-        forms = (
-            f'<form id="row-redrive" method="post" action="/queue/redrive">{common}</form>'
-            f'<form id="selection" method="post" action="/queue/redrive">{common}</form>'
-            '<div class="actions">'
-            '<button form="selection" class="primary">Redrive selected</button>'
-            '<button form="selection" formaction="/queue/purge" class="danger">'
-            "Purge selected</button>"
-            f'<form method="post" action="/queue/redrive">{common}{hidden("all", "1")}'
-            '<button id="redrive-all">Redrive all&hellip;</button></form>'
-            f'<form method="post" action="/queue/purge">{common}{hidden("all", "1")}'
-            '<button id="purge-all" class="danger">Purge all&hellip;</button></form></div>'
-        )
-    elif dead and actions.reason:
-        forms = f'<p class="note">{esc(actions.reason)}</p>'
-    return (
-        f"{flashes(messages)}<h1>Queue {esc(queue_label(name))}</h1>"
-        f'<div class="kpis">{kpis}</div>{_charts(samples, name, scraping, every_s)}'
-        f'<h2>Dead letters</h2><div class="card">{forms}{listing}'
-        f"<p>{' &middot; '.join(pager)}</p></div>"
-    )
-
-
-def confirm_page(
-    action: str, name: str, ids: Sequence[int] | None, dead_now: int, csrf: str
-) -> str:
-    """The confirmation step of a redrive of all, or any purge."""
-    verb = "Redrive" if action == "redrive" else "Purge"
-    what = f"all {dead_now:,} dead jobs" if ids is None else f"{len(ids):,} selected dead job(s)"
-    effect = (
-        "They go back to pending with a fresh attempt budget."
-        if action == "redrive"
-        else "They are deleted for good."
-    )
-    fields = hidden("name", name) + hidden("csrf", csrf) + hidden("confirm", "1")
-    fields += hidden("all", "1") if ids is None else "".join(hidden("ids", i) for i in ids)
-    listed = (
-        ""
-        if ids is None
-        else f'<p class="muted">Jobs {esc(", ".join(str(i) for i in ids[:50]))}'
-        f"{' ...' if len(ids) > 50 else ''}</p>"
-    )
-    cls = "primary" if action == "redrive" else "danger"
-    return (
-        f'<h1>{verb} {esc(what)} of queue {esc(queue_label(name))}?</h1><div class="card">'
-        f"<p>{esc(effect)}</p>{listed}"
-        f'<form method="post" action="/queue/{action}" class="actions">{fields}'
-        f'<button id="confirm" class="{cls}">{verb}</button>'
-        f'<a href="{href("/queue", name=name)}">Cancel</a></form></div>'
     )
 
 
@@ -353,7 +256,7 @@ def login_body(failed: bool, public: bool, next_path: str) -> str:
     why = (
         "This dashboard listens beyond localhost: every page needs its token."
         if public
-        else "Reading is open on localhost; redrive and purge need the dashboard's token."
+        else "Reading is open on localhost; changes need the dashboard's token."
     )
     bad = '<div class="flash bad">That token is not right.</div>' if failed else ""
     return (

@@ -6,9 +6,9 @@ samples in a ring. Depth comes straight from those samples. Throughput does
 not: a job enqueued and acked between two samples leaves no trace in them.
 So the finished-job rates come from the workers' own counters, read from
 their Prometheus endpoints (``alkstore worker --metrics-port``) when the
-dashboard is given them (``--scrape URL``); what the samples alone can tell
-is the backlog's change per second, which is charted always
-(docs/adr/0013).
+dashboard is given them (``--scrape URL``). What the samples alone can tell
+is the backlog's change per second; it is charted always, under its own
+name, never as a throughput (docs/adr/0013, 0019).
 """
 
 from __future__ import annotations
@@ -26,7 +26,16 @@ from alkstore.observability.prometheus import parse_samples
 from alkstore.protocols import Store
 from alkstore.types import QueueStats
 
-__all__ = ["FINISHED_GROUPS", "History", "Sample", "Sampler", "scrape_finished"]
+__all__ = [
+    "BACKLOG_LABEL",
+    "FINISHED_GROUPS",
+    "History",
+    "Sample",
+    "Sampler",
+    "backlog_series",
+    "finished_series",
+    "scrape_finished",
+]
 
 log = logging.getLogger("alkstore.dashboard")
 
@@ -36,6 +45,8 @@ FINISHED_GROUPS: tuple[tuple[str, frozenset[str]], ...] = (
     ("retried/s", frozenset({"retried", "timeout"})),
     ("dead/s", frozenset({"failed", "dead"})),
 )
+#: The series of the backlog chart.
+BACKLOG_LABEL = "backlog change/s"
 _SCRAPE_TIMEOUT_S = 2.0
 
 #: ``{source: {(queue, outcome): count}}``: the workers' counters at a sample.
@@ -117,33 +128,45 @@ def _live(sample: Sample, queue: str | None) -> int:
     return stats.live if stats is not None else 0
 
 
-def throughput_series(
-    samples: Sequence[Sample], queue: str | None, *, scraping: bool
-) -> dict[str, list[float | None]]:
-    """Rates per second between consecutive samples (the first point is
-    ``None``): the finished groups of :data:`FINISHED_GROUPS` from the
-    workers' counters when *scraping*, and ``backlog change/s`` always.
-
-    A counter is compared only between two samples its endpoint answered
-    both; one that went down (a restarted worker) counts from zero again.
-    """
-    labels = [label for label, _ in FINISHED_GROUPS] if scraping else []
-    out: dict[str, list[float | None]] = {label: [] for label in labels}
-    out["backlog change/s"] = []
+def _rates(
+    samples: Sequence[Sample], step: Callable[[Sample, Sample], float]
+) -> list[float | None]:
+    """``step(previous, sample) / dt`` between consecutive samples; ``None``
+    for the first point and where the clock did not move."""
+    out: list[float | None] = []
     previous: Sample | None = None
     for sample in samples:
         if previous is None:
-            for values in out.values():
-                values.append(None)
+            out.append(None)
             previous = sample
             continue
         dt = sample.mono - previous.mono
         if dt <= 0:
-            for values in out.values():
-                values.append(None)
+            out.append(None)
             continue
-        out["backlog change/s"].append((_live(sample, queue) - _live(previous, queue)) / dt)
-        for label, outcomes in FINISHED_GROUPS if scraping else ():
+        out.append(step(previous, sample) / dt)
+        previous = sample
+    return out
+
+
+def backlog_series(samples: Sequence[Sample], queue: str | None) -> dict[str, list[float | None]]:
+    """``{"backlog change/s": [...]}``: how fast the live jobs (pending,
+    scheduled, processing) grew between samples, below zero while a queue
+    drains. It is not a throughput: jobs enqueued and finished between two
+    samples cancel out."""
+    return {BACKLOG_LABEL: _rates(samples, lambda a, b: float(_live(b, queue) - _live(a, queue)))}
+
+
+def finished_series(samples: Sequence[Sample], queue: str | None) -> dict[str, list[float | None]]:
+    """Finished jobs per second between samples, by the groups of
+    :data:`FINISHED_GROUPS`, from the workers' counters (``--scrape``).
+
+    A counter is compared only between two samples its endpoint answered
+    both; one that went down (a restarted worker) counts from zero again.
+    """
+
+    def finished(outcomes: frozenset[str]) -> Callable[[Sample, Sample], float]:
+        def step(previous: Sample, sample: Sample) -> float:
             total = 0.0
             for source, now_counts in sample.counters.items():
                 before = previous.counters.get(source)
@@ -154,9 +177,11 @@ def throughput_series(
                         continue
                     old = before.get((q, outcome), 0.0)
                     total += value - old if value >= old else value
-            out[label].append(total / dt)
-        previous = sample
-    return out
+            return total
+
+        return step
+
+    return {label: _rates(samples, finished(outcomes)) for label, outcomes in FINISHED_GROUPS}
 
 
 class Sampler:
