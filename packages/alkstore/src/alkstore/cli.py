@@ -1151,7 +1151,7 @@ def _build_parser() -> _Parser:
     p = add(
         "dashboard",
         cmd_dashboard,
-        "the web dashboard: queues, dead letters, schedules, streams, locks",
+        "the web dashboard: queues, live jobs by state, dead letters, schedules, streams, locks",
         [url_opt, log_opt],
     )
     p.add_argument(
