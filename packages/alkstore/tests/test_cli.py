@@ -31,6 +31,7 @@ import pytest
 import alkstore
 from alkstore import EnqueueOpts, JobState, QueueOpts, Store
 from alkstore.cli import main
+from alkstore_conformance._base import eventually as _eventually
 
 POSIX = os.name == "posix"
 
@@ -48,15 +49,9 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
     return json.loads(out)
 
 
-def eventually(probe: Callable[[], Any], timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout_s} s")
-        time.sleep(0.05)
+def eventually(probe: Callable[[], Any]) -> Any:
+    """The suite's poll, with the CLI tests' wait: their processes start slowly."""
+    return _eventually(probe, timeout_s=20.0, interval_s=0.05)
 
 
 def iso(text: str) -> datetime:
