@@ -50,6 +50,7 @@ def _django() -> None:
 class Project:
     vendor: str
     backend_options: dict[str, Any]
+    own_url: str  # a store URL of the test's own, for OPTIONS["url"]
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         from django.db import connection
@@ -89,7 +90,8 @@ def _database(
     """The project's Django database and the backend's options on it."""
     if request.param == "sqlite":
         db = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "app.db")}
-        return Project("sqlite", {"database": "default"}), db
+        own = f"sqlite:///{tmp_path / 'jobs.db'}"
+        return Project("sqlite", {"database": "default"}, own), db
     from alkstore_postgres.testing import HOOKS
 
     server: str = request.getfixturevalue("pg_server")
@@ -105,7 +107,9 @@ def _database(
         # The project's tables live in the test's schema, beside the store's.
         "OPTIONS": {"options": f"-c search_path={opts['schema']}"},
     }
-    return Project("postgresql", {"database": "default", "schema": opts["schema"]}), pg
+    schema = opts["schema"]
+    own = f"{server}{'&' if '?' in server else '?'}schema={schema}"
+    return Project("postgresql", {"database": "default", "schema": schema}, own), pg
 
 
 @pytest.fixture(params=ENGINES)
@@ -248,3 +252,84 @@ def test_fw1_unknown_result_ids_and_queues(project: Project) -> None:
     with pytest.raises(InvalidTaskError):
         log.using(queue_name="elsewhere").enqueue("x")
     assert TaskFailed.__module__ == "alkstore.contrib.django.backend"
+
+
+def test_fw1_async_tasks_run(project: Project) -> None:
+    """FW-1: a coroutine task runs in the worker, its value is the result."""
+    double = _project("tasks").double
+    result = double.enqueue(21)
+    project.work()
+    assert double.get_result(result.id).return_value == 42
+
+
+def test_fw1_worker_serves_the_queues_it_is_given(project: Project) -> None:
+    """FW-1: ``--queue`` (repeated) chooses the queues; the others wait."""
+    tasks = _project("tasks")
+    project.post("book")  # a receipt on "emails"
+    tasks.log.enqueue("on default")
+    project.work("--queue", "default")
+    assert project.log() == ["on default"]
+    project.work("--queue", "emails", "--queue", "default")
+    assert project.log() == ["on default", "receipt book"]
+
+
+def test_fw1_max_attempts_option_retries_a_failing_task(project: Project) -> None:
+    """FW-1: OPTIONS["max_attempts"] opts into alkstore's retries."""
+    from django.test.utils import override_settings
+
+    tasks = _project("tasks")
+    options = {**project.backend_options, "max_attempts": 2}
+    config = {"default": {"BACKEND": "alkstore.contrib.django.AlkstoreBackend", "OPTIONS": options}}
+    with override_settings(TASKS=config):
+        result = tasks.explode.enqueue("twice")
+        project.work()
+        after_one = tasks.explode.get_result(result.id)
+        assert after_one.status == "READY" and after_one.errors == []
+        info = project.backend().queue("default").get_job(int(result.id.rpartition(":")[2]))
+        assert info is not None and info.attempts == 1 and info.max_attempts == 2
+
+
+def test_fw1_url_option_opens_a_store_of_its_own(project: Project) -> None:
+    """FW-1: OPTIONS["url"] without "database": the enqueue commits at once,
+    outside the request's transaction."""
+    from django.db import transaction
+    from django.test.utils import override_settings
+
+    tasks = _project("tasks")
+    options = {"url": project.own_url}
+    config = {"default": {"BACKEND": "alkstore.contrib.django.AlkstoreBackend", "OPTIONS": options}}
+    with override_settings(TASKS=config):
+        assert project.backend().url == project.own_url
+        project.backend().store  # noqa: B018 - opened before the block, as at startup
+
+        results = []
+
+        def undone() -> None:
+            with transaction.atomic():
+                results.append(tasks.log.enqueue("kept"))
+                raise LookupError("undo")
+
+        with pytest.raises(LookupError):
+            undone()
+        project.work()
+        assert tasks.log.get_result(results[0].id).return_value == 1
+        assert project.log() == ["kept"]
+
+
+def test_fw1_sqlite_store_first_opened_inside_atomic_is_refused(project: Project) -> None:
+    """FW-1: on SQLite a store cannot open inside the connection's atomic()
+    (the request holds the write lock): the backend says what to do instead
+    of waiting out the busy timeout."""
+    from django.db import transaction
+
+    from alkstore.contrib.django._compat import InvalidTaskError
+
+    if project.vendor != "sqlite":
+        assert project.backend().store is not None  # PostgreSQL opens anywhere
+        return
+    close_stores()  # as if nothing had opened it at startup
+    log = _project("tasks").log
+    with pytest.raises(InvalidTaskError, match="opens outside a transaction"):
+        with transaction.atomic():
+            log.enqueue("x")
+    assert project.backend().store is not None  # outside the block it opens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from django.db import connection
@@ -33,3 +34,10 @@ def log(context: Any, entry: str) -> int:
 @task()  # type: ignore[untyped-decorator]
 def explode(message: str) -> None:
     raise ValueError(message)
+
+
+@task()  # type: ignore[untyped-decorator]
+async def double(n: int) -> int:
+    """A coroutine task: the worker runs it to its end."""
+    await asyncio.sleep(0)
+    return n * 2
