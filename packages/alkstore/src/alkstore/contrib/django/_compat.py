@@ -1,27 +1,62 @@
 """The Tasks framework: ``django.tasks`` when Django has it (6.0 and later),
-else the ``django-tasks`` package, which has the same API."""
+else the ``django-tasks`` package, which has the same API. When Django has
+it, it is the only one used, even with the package installed too: tasks
+and backends must come from one framework."""
 
 from __future__ import annotations
 
-try:  # Django 6 and later
-    from django.tasks import TaskResultStatus, task_backends
-    from django.tasks.backends.base import BaseTaskBackend
-    from django.tasks.base import Task, TaskContext, TaskError, TaskResult
-    from django.tasks.exceptions import TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
-    from django.utils.json import normalize_json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-    try:
+# Typed as Any: the two frameworks' classes are alike but not the same types.
+if TYPE_CHECKING:
+    BaseTaskBackend: Any
+    InvalidTaskError: Any
+    Task: Any
+    TaskContext: Any
+    TaskError: Any
+    TaskResult: Any
+    TaskResultDoesNotExist: Any
+    TaskResultStatus: Any
+    normalize_json: Any
+    task_backends: Any
+    task_enqueued: Any
+    task_finished: Any
+    task_started: Any
+else:
+    try:  # Django 6 and later
+        from django.tasks import TaskResultStatus, task_backends
+    except ImportError:  # the backport package, before Django 6
+        from django_tasks import TaskResultStatus, task_backends
+        from django_tasks.backends.base import BaseTaskBackend
+        from django_tasks.base import Task, TaskContext, TaskError, TaskResult
+        from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
+        from django_tasks.signals import task_enqueued, task_finished, task_started
+        from django_tasks.utils import normalize_json
+    else:
+        from django.tasks.backends.base import BaseTaskBackend
+        from django.tasks.base import Task, TaskContext, TaskError, TaskResult
         from django.tasks.exceptions import InvalidTask as InvalidTaskError
-    except ImportError:  # pragma: no cover - the name some pre-releases used
-        from django.tasks.exceptions import InvalidTaskError
-except ImportError:  # the backport package, before Django 6
-    from django_tasks import TaskResultStatus, task_backends
-    from django_tasks.backends.base import BaseTaskBackend
-    from django_tasks.base import Task, TaskContext, TaskError, TaskResult
-    from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
-    from django_tasks.signals import task_enqueued, task_finished, task_started
-    from django_tasks.utils import normalize_json
+        from django.tasks.exceptions import TaskResultDoesNotExist
+        from django.tasks.signals import task_enqueued, task_finished, task_started
+
+        try:
+            from django.utils.json import normalize_json
+        except ImportError:  # pragma: no cover - a Django that keeps it elsewhere
+
+            def normalize_json(obj):
+                """JSON's types from mappings, sequences and UTF-8 bytes, as
+                the framework turns arguments and return values into them."""
+                if isinstance(obj, Mapping):
+                    return {normalize_json(k): normalize_json(v) for k, v in obj.items()}
+                if isinstance(obj, bytes):
+                    return obj.decode("utf-8")
+                if obj is None or isinstance(obj, (str, int, float, bool)):
+                    return obj
+                if isinstance(obj, Sequence):
+                    return [normalize_json(v) for v in obj]
+                raise TypeError(f"Unsupported type: {type(obj)}")
+
 
 __all__ = [
     "BaseTaskBackend",
