@@ -333,3 +333,17 @@ def test_fw1_sqlite_store_first_opened_inside_atomic_is_refused(project: Project
         with transaction.atomic():
             log.enqueue("x")
     assert project.backend().store is not None  # outside the block it opens
+
+
+def test_fw1_system_checks_name_a_wrong_configuration(project: Project) -> None:
+    """FW-1: ``manage.py check`` finds an unknown database alias and a
+    missing app; the project's own configuration passes."""
+    from django.test.utils import override_settings
+
+    assert project.backend().check() == []
+    backend = "alkstore.contrib.django.AlkstoreBackend"
+    config = {"default": {"BACKEND": backend, "OPTIONS": {"database": "nowhere"}}}
+    with override_settings(TASKS=config):
+        assert [m.id for m in project.backend().check()] == ["alkstore.E001"]
+    with override_settings(INSTALLED_APPS=["django_project"]):
+        assert [m.id for m in project.backend().check()] == ["alkstore.W001"]

@@ -151,6 +151,45 @@ class AlkstoreBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
         )
         self._engine_opts = {k: v for k, v in options.items() if k not in _OWN_OPTIONS}
 
+    def check(self, **kwargs: Any) -> list[Any]:
+        """Django's system checks (``manage.py check``): the ``database``
+        alias exists and is SQLite or PostgreSQL, and the app is installed
+        (it brings the worker command and opens the store at startup)."""
+        from django.apps import apps
+        from django.conf import settings
+        from django.core import checks
+
+        messages: list[Any] = list(super().check(**kwargs))
+        if self.database is not None:
+            if self.database not in settings.DATABASES:
+                messages.append(
+                    checks.Error(
+                        f"task backend {self.alias!r}: no database {self.database!r} in DATABASES",
+                        id="alkstore.E001",
+                    )
+                )
+            else:
+                from django.db import connections
+
+                vendor = connections[self.database].vendor
+                if vendor not in ("sqlite", "postgresql"):
+                    messages.append(
+                        checks.Error(
+                            f"task backend {self.alias!r}: database {self.database!r} is "
+                            f"{vendor}; alkstore runs on SQLite and PostgreSQL",
+                            id="alkstore.E002",
+                        )
+                    )
+        if not apps.is_installed("alkstore.contrib.django"):
+            messages.append(
+                checks.Warning(
+                    f"task backend {self.alias!r}: add 'alkstore.contrib.django' to "
+                    "INSTALLED_APPS for manage.py alkstore_worker",
+                    id="alkstore.W001",
+                )
+            )
+        return messages
+
     # ------------------------------------------------------------ the store
 
     @property
