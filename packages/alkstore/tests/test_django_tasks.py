@@ -51,6 +51,7 @@ class Project:
     vendor: str
     backend_options: dict[str, Any]
     own_url: str  # a store URL of the test's own, for OPTIONS["url"]
+    same_url: str  # the store URL of the Django database
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         from django.db import connection
@@ -91,7 +92,8 @@ def _database(
     if request.param == "sqlite":
         db = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "app.db")}
         own = f"sqlite:///{tmp_path / 'jobs.db'}"
-        return Project("sqlite", {"database": "default"}, own), db
+        same = f"sqlite:///{tmp_path / 'app.db'}"
+        return Project("sqlite", {"database": "default"}, own, same), db
     from alkstore_postgres.testing import HOOKS
 
     server: str = request.getfixturevalue("pg_server")
@@ -109,7 +111,7 @@ def _database(
     }
     schema = opts["schema"]
     own = f"{server}{'&' if '?' in server else '?'}schema={schema}"
-    return Project("postgresql", {"database": "default", "schema": schema}, own), pg
+    return Project("postgresql", {"database": "default", "schema": schema}, own, own), pg
 
 
 @pytest.fixture(params=ENGINES)
@@ -347,3 +349,23 @@ def test_fw1_system_checks_name_a_wrong_configuration(project: Project) -> None:
         assert [m.id for m in project.backend().check()] == ["alkstore.E001"]
     with override_settings(INSTALLED_APPS=["django_project"]):
         assert [m.id for m in project.backend().check()] == ["alkstore.W001"]
+
+
+def test_fw1_url_and_database_open_the_url_and_join_the_connection(project: Project) -> None:
+    """FW-1: OPTIONS with both: the store opens at "url" (the same database)
+    and enqueues still follow the "database" connection's transaction."""
+    from django.test.utils import override_settings
+
+    backend = "alkstore.contrib.django.AlkstoreBackend"
+    options = {"url": project.same_url, "database": "default"}
+    config = {"BACKEND": backend, "QUEUES": ["default", "emails"], "OPTIONS": options}
+    with override_settings(TASKS={"default": config}):
+        project.backend().store  # noqa: B018 - opened before the block, as at startup
+        status, _ = project.post("forbidden")
+        assert status == 409
+        assert project.backend().queue("emails").list_jobs(JobState.PENDING) == []
+        status, body = project.post("lamp")
+        assert status == 201
+        project.work()
+        assert _project("tasks").send_receipt.get_result(body["result_id"]).is_finished
+        assert project.log() == ["receipt lamp"]
