@@ -349,6 +349,17 @@ def test_fw1_system_checks_name_a_wrong_configuration(project: Project) -> None:
         assert [m.id for m in project.backend().check()] == ["alkstore.E001"]
     with override_settings(INSTALLED_APPS=["django_project"]):
         assert [m.id for m in project.backend().check()] == ["alkstore.W001"]
+    from django.db import connections
+
+    connections.settings["elsewhere"] = connections.configure_settings(
+        {"default": {"ENGINE": "django.db.backends.dummy"}}
+    )["default"]
+    try:
+        config = {"default": {"BACKEND": backend, "OPTIONS": {"database": "elsewhere"}}}
+        with override_settings(TASKS=config):
+            assert [m.id for m in project.backend().check()] == ["alkstore.E002"]
+    finally:
+        del connections.settings["elsewhere"]
 
 
 def test_fw1_url_and_database_open_the_url_and_join_the_connection(project: Project) -> None:

@@ -156,12 +156,12 @@ class AlkstoreBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
         alias exists and is SQLite or PostgreSQL, and the app is installed
         (it brings the worker command and opens the store at startup)."""
         from django.apps import apps
-        from django.conf import settings
         from django.core import checks
+        from django.db import connections
 
         messages: list[Any] = list(super().check(**kwargs))
         if self.database is not None:
-            if self.database not in settings.DATABASES:
+            if self.database not in connections.settings:  # DATABASES, configured
                 messages.append(
                     checks.Error(
                         f"task backend {self.alias!r}: no database {self.database!r} in DATABASES",
@@ -169,8 +169,6 @@ class AlkstoreBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
                     )
                 )
             else:
-                from django.db import connections
-
                 vendor = connections[self.database].vendor
                 if vendor not in ("sqlite", "postgresql"):
                     messages.append(
