@@ -5,7 +5,6 @@ and backends must come from one framework."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 # Typed as Any: the two frameworks' classes are alike but not the same types.
@@ -39,23 +38,7 @@ else:
         from django.tasks.exceptions import InvalidTask as InvalidTaskError
         from django.tasks.exceptions import TaskResultDoesNotExist
         from django.tasks.signals import task_enqueued, task_finished, task_started
-
-        try:
-            from django.utils.json import normalize_json
-        except ImportError:  # pragma: no cover - a Django that keeps it elsewhere
-
-            def normalize_json(obj):
-                """JSON's types from mappings, sequences and UTF-8 bytes, as
-                the framework turns arguments and return values into them."""
-                if isinstance(obj, Mapping):
-                    return {normalize_json(k): normalize_json(v) for k, v in obj.items()}
-                if isinstance(obj, bytes):
-                    return obj.decode("utf-8")
-                if obj is None or isinstance(obj, (str, int, float, bool)):
-                    return obj
-                if isinstance(obj, Sequence):
-                    return [normalize_json(v) for v in obj]
-                raise TypeError(f"Unsupported type: {type(obj)}")
+        from django.utils.json import normalize_json
 
 
 __all__ = [
