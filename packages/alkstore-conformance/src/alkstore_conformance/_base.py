@@ -148,6 +148,23 @@ def race(
         reap(procs, go)
 
 
+def kill_hard(proc: SpawnProcess) -> None:
+    """SIGKILL *proc* (no cleanup, no ack, no retry) and wait until it ended."""
+    proc.kill()
+    proc.join(30)
+
+
+@contextmanager
+def killed_at_exit(proc: SpawnProcess) -> Iterator[SpawnProcess]:
+    """*proc*, killed when the block ends if it still runs: a failing test
+    leaves no child behind."""
+    try:
+        yield proc
+    finally:
+        if proc.is_alive():
+            kill_hard(proc)
+
+
 def reap(procs: Sequence[SpawnProcess], go: Any = None) -> None:
     """End a test's children: set *go* (so that a child still waiting for it
     finishes even when the test failed), join each and kill one that hangs."""

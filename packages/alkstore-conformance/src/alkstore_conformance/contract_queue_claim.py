@@ -18,7 +18,7 @@ import pytest
 from alkstore import Capability, EnqueueOpts, JobState, QueueOpts, QueueStats, Store, SweepResult
 
 from . import _children_queue
-from ._base import ContractBase, race, signals, spawn, unique
+from ._base import ContractBase, kill_hard, race, signals, spawn, unique
 from ._factory import StoreFactory
 from ._queue_helpers import (
     LONG_S,
@@ -282,13 +282,11 @@ class QueueClaimContract(ContractBase):
             assert outcome[0] == "claimed", outcome
             _, claimed_id, attempts, deadline = outcome
             assert (claimed_id, attempts) == (job_id, 1)
-            proc.kill()  # SIGKILL: no cleanup, no ack, no retry
-            proc.join(30)
+            kill_hard(proc)
             assert proc.exitcode is not None and proc.exitcode < 0
         finally:
             if proc.is_alive():
-                proc.kill()
-                proc.join(30)
+                kill_hard(proc)
         held = info_of(q, job_id)
         assert (held.state, held.attempts, held.worker_id) == (JobState.PROCESSING, 1, "doomed")
         job = q.claim("survivor", wait_s=20)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing
-import os
 import signal
 import threading
 import time
@@ -37,7 +36,17 @@ from alkstore import (
 )
 
 from . import _children_results
-from ._base import ContractBase, eventually, reap, requires, signals, spawn, unique
+from ._base import (
+    ContractBase,
+    eventually,
+    kill_hard,
+    killed_at_exit,
+    reap,
+    requires,
+    signals,
+    spawn,
+    unique,
+)
 from ._factory import StoreFactory
 from ._queue_helpers import LONG_S, WAKE_BOUND_S, claim_one, counts, info_of
 
@@ -560,18 +569,12 @@ class ResultsContract(ContractBase):
         ids = q.enqueue_many([1, 2, 3])
         results: MPQueue[Any] = multiprocessing.get_context("spawn").Queue()
         proc = spawn(_children_results.double_in_worker, store_factory, q.name, results)
-        try:
+        with killed_at_exit(proc):
             assert results.get(timeout=120) == ("ready",)
             for job_id in ids:
                 got = q.result(job_id, wait_s=60)
                 assert got is not None, f"job {job_id} never finished in the child"
-            assert proc.pid is not None
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.join(30)
-        finally:
-            if proc.is_alive():
-                proc.kill()
-                proc.join(10)
+            kill_hard(proc)
         with store_factory.open() as after:
             fresh = after.queue(q.name)
             values = [fresh.result(i) for i in ids]

@@ -49,7 +49,7 @@ from alkstore import (
     Worker,
 )
 
-from ._base import ContractBase, eventually, own_table, requires, spawn, unique
+from ._base import ContractBase, eventually, kill_hard, own_table, requires, spawn, unique
 from ._children_worker import run_worker_until_signalled, run_worker_with_stuck_settles
 from ._doubles import (
     CountingQueue,
@@ -769,13 +769,10 @@ class WorkerContract(ContractBase):
             assert q.claim("rival") is None
             infos = [q.get_job(i) for i in ids]
             assert all(i is not None and i.state is JobState.PROCESSING for i in infos), infos
-            assert proc.pid is not None
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.join(30)
+            kill_hard(proc)
         finally:
             if proc.is_alive():
-                proc.kill()
-                proc.join(10)
+                kill_hard(proc)
         again: list[Job] = []
 
         def reclaimed() -> bool:
