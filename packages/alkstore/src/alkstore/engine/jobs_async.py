@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from alkstore._acompat import aoffload
+from alkstore._sizes import surely_small
 
 from .jobs_base import JobData
 from .native import resolve_async
@@ -20,7 +21,6 @@ from .prepare import check_error
 from .results import ack_results, check_results_capability
 from .rows import ClaimRow
 from .seam_async import AsyncExecutor
-from .sizes import surely_small
 
 __all__ = ["AsyncKitJob"]
 

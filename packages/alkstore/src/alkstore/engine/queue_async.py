@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from alkstore._acompat import aoffload, asleep
+from alkstore._sizes import BIG_PAYLOAD_BYTES, surely_small
 from alkstore._tracecontext import trace_context_text
 from alkstore.errors import QueueFull, StoreClosed, TransientError
 from alkstore.protocols import AsyncJob, AsyncRateLimit
@@ -58,7 +59,6 @@ from .results import (
 )
 from .rows import ClaimRow, Fence, NewJob, RateSpec
 from .runners_async import run_blocking_async
-from .sizes import BIG_PAYLOAD_BYTES, surely_small
 from .wakes import blocking_plan
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from alkstore._acompat import AEvent, aoffload
+from alkstore._sizes import surely_small
 from alkstore.errors import InvalidArgument
 from alkstore.names import MAX_NOTIFICATION_BYTES, encode_payload, validate_name
 from alkstore.protocols import AsyncJob, AsyncRateLimit, AsyncTx
@@ -42,7 +43,6 @@ from .schedules import (
     schedule_job,
 )
 from .seam_async import AsyncExecutor
-from .sizes import surely_small
 from .store_base import StoreBase, fences_of, schedule_parts
 from .stream_async import AsyncKitStream
 

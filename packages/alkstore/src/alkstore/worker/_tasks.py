@@ -64,7 +64,7 @@ from alkstore._acompat import (
     aspawn,
     spawn,
 )
-from alkstore.engine.sizes import surely_small
+from alkstore._sizes import surely_small
 from alkstore.errors import InvalidArgument, StoreClosed, TransientError
 from alkstore.names import encode_payload
 from alkstore.protocols import AsyncJob, AsyncQueue, AsyncRateLimit, AsyncStore
