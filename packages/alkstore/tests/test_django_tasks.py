@@ -28,6 +28,9 @@ from alkstore.contrib.django import AlkstoreBackend, TaskFailed, close_stores
 ENGINES = ["sqlite", "postgres"]
 
 
+pytestmark = pytest.mark.clause("FW-1")
+
+
 def _project(module: str) -> Any:
     """A module of the project (found on the tests' path, as pytest puts
     this directory on it; mypy sees the tests directory as no package)."""

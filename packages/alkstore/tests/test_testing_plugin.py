@@ -37,6 +37,9 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "docs" / "examples" / "testing"
 
 
+pytestmark = pytest.mark.clause("FW-2")
+
+
 @pytest.fixture(autouse=True)
 def _no_ambient_test_url(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests choose their store themselves: a developer's
