@@ -74,6 +74,7 @@ PARAMS: dict[str, object] = {
     "older_than_s": 60.0,
     "last_error": "x",
     "wake": "c",
+    "prefix": "r",
 }
 
 

@@ -298,7 +298,7 @@ class PgExecutor(ExecutorBase):
     def insert_jobs(
         self, tx: Joined | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
     ) -> list[Inserted]:
-        if tx is None and max_depth is None and jobs[0].unique_key is None:
+        if tx is None and max_depth is None and jobs[0].unique_key is None and not jobs[0].after:
             return self._combiner.submit(queue, jobs)  # group commit of producers
         return self._run(self._ops.insert_jobs(queue, jobs, max_depth), tx)
 
