@@ -363,3 +363,30 @@ class WorkflowContract(ContractBase):
             order.append(sorted(j.id for j in jobs))
             assert q.ack_batch(jobs) == len(jobs)
         assert order == [[root], sorted([kid, late]), [grandkid]]
+
+    # ---------------------------------------------------------------- WF-4
+
+    @pytest.mark.clause("WF-4", "RS-1")
+    def test_parent_results_gives_the_kept_results_of_the_parents(self, store: Store) -> None:
+        """WF-4: a fan-in reads its parents' kept results by id (a kept null included); a
+        parent without the stamp, a parent that finished before the enqueue without one, and
+        an id that named no job are absent; a job after nothing gets {}."""
+        kept = store.queue(unique(), QueueOpts(result_ttl_s=LONG_S))
+        plain = store.queue(unique())
+        a, b, n = kept.enqueue_many([1, 2, 3])
+        p = plain.enqueue(4)
+        child = plain.enqueue("fan-in", _after(a, b, n, p, 2**62))
+        for job in kept.claim_batch("w", 3):
+            assert job.ack(result=None if job.id == n else {"got": job.payload * 10})
+        assert claim_one(plain).ack()
+        fan_in = claim_one(plain)
+        assert fan_in.id == child
+        assert fan_in.parent_results() == {a: {"got": 10}, b: {"got": 20}, n: None}
+        late = plain.enqueue("late", _after(a, p))
+        assert fan_in.ack()
+        job = claim_one(plain)
+        assert job.id == late and job.parent_results() == {a: {"got": 10}}
+        assert job.ack()
+        lone = plain.enqueue("lone")
+        job = claim_one(plain)
+        assert job.id == lone and job.parent_results() == {}

@@ -318,6 +318,9 @@ class PgExecutor(ExecutorBase):
     ) -> list[bool]:
         return self._run(self._ops.ack(fences, results), tx)
 
+    def parent_results(self, tx: Joined | None, job_id: int) -> dict[int, str]:
+        return self._run(self._ops.parent_results(job_id), tx)
+
     def retry(self, tx: Joined | None, fence: Fence, delay_s: float, error: str) -> bool:
         return self._run(self._ops.retry(fence, delay_s, error), tx)
 

@@ -335,6 +335,9 @@ class AsyncPgExecutor(ExecutorBase):
     ) -> list[bool]:
         return await self._run(self._ops.ack(fences, results), tx)
 
+    async def parent_results(self, tx: AsyncJoined | None, job_id: int) -> dict[int, str]:
+        return await self._run(self._ops.parent_results(job_id), tx)
+
     async def retry(self, tx: AsyncJoined | None, fence: Fence, delay_s: float, error: str) -> bool:
         return await self._run(self._ops.retry(fence, delay_s, error), tx)
 

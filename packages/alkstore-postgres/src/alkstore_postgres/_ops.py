@@ -152,6 +152,7 @@ class OpBook:
             "group_limit": job.group_limit,
             "trace_context": job.trace_context,
             "result_ttl_s": job.result_ttl_s,
+            "parents": list(job.after) if job.after else None,
             "wake": self.wake,
         }
 
@@ -171,7 +172,9 @@ class OpBook:
         params = self._job_params(queue, first)
         make: Callable[[], Plan[list[Inserted]]]
         if first.after:
-            plain = self.insert_jobs(queue, [j._replace(after=()) for j in jobs], max_depth)
+            # The plain insert when every parent has finished (it keeps the
+            # parents for WF-4: _job_params reads them from the job).
+            plain = self._insert_plain_or_many(queue, jobs, params, max_depth)
             return Op(lambda: self._insert_after(first.after, jobs, params, plain), atomic=True)
         if first.unique_key is not None:
             make = lambda: self._insert_unique(queue, jobs, params)  # noqa: E731
@@ -212,6 +215,20 @@ class OpBook:
             return sorted(int(r[0]) for r in rows)
 
         return Op(plan)
+
+    def _insert_plain_or_many(
+        self, queue: str, jobs: Sequence[NewJob], params: dict[str, Any], max_depth: int | None
+    ) -> Op[list[Inserted]]:
+        make: Callable[[], Plan[list[Inserted]]]
+        if len(jobs) == 1:
+            one = {**params, "payload": jobs[0].payload}
+            make = lambda: self._insert_plain(self.st.enqueue, one)  # noqa: E731
+        else:
+            many = {**params, "payloads": [j.payload for j in jobs]}
+            make = lambda: self._insert_plain(self.st.enqueue_many, many)  # noqa: E731
+        if max_depth is None:
+            return Op(make)
+        return Op(lambda: self._bounded(queue, max_depth, make()), atomic=True)
 
     def _insert_after(
         self,
@@ -470,6 +487,13 @@ class OpBook:
             replace(r, waiting_on=parents.get(r.id, ())) if r.state == "waiting" else r
             for r in rows
         ]
+
+    def parent_results(self, job_id: int) -> Op[dict[int, str]]:
+        def plan() -> Plan[dict[int, str]]:
+            rows = yield Q(self.st.parent_results, {"id": job_id}, ALL)
+            return {int(i): r for i, r in rows}
+
+        return Op(plan, writes=False)
 
     def get_job(self, queue: str, job_id: int) -> Op[JobRow | None]:
         def plan() -> Plan[JobRow | None]:

@@ -437,9 +437,15 @@ MIGRATIONS: dict[int, list[str]] = {
             group_limit integer,
             trace_context text,
             result_ttl_s double precision,
+            parents bigint[],
             delay_s double precision,
             unfinished integer NOT NULL
         )""",
+        # WF-4: the ids a job was enqueued after, carried with its row to
+        # dead and back, for parent_results(); results are read by id.
+        "ALTER TABLE {schema}.jobs ADD COLUMN parents bigint[]",
+        "ALTER TABLE {schema}.dead ADD COLUMN parents bigint[]",
+        "CREATE INDEX results_id ON {schema}.results (id)",
         "CREATE INDEX waiting_queue ON {schema}.waiting (queue, id)",
         """CREATE TABLE {schema}.deps (
             parent bigint NOT NULL,
@@ -479,12 +485,12 @@ MIGRATIONS: dict[int, list[str]] = {
                     id, queue, state, payload, priority, run_at, ready_at, created_at,
                     attempts, claims, max_attempts, visibility_timeout_s, backoff_base_s,
                     dead_letter_retention_s, expires_at, unique_key, grp, group_limit, parked,
-                    trace_context, result_ttl_s)
+                    trace_context, result_ttl_s, parents)
                 OVERRIDING SYSTEM VALUE
                 SELECT id, queue, 'pending', payload, priority, a.at, a.at, created_at,
                     attempts, claims, max_attempts, visibility_timeout_s, backoff_base_s,
                     dead_letter_retention_s, expires_at, unique_key, grp, group_limit, 0,
-                    trace_context, result_ttl_s
+                    trace_context, result_ttl_s, parents
                 FROM m CROSS JOIN LATERAL (
                     SELECT COALESCE(clock_timestamp() + m.delay_s * interval '1 second',
                                     m.run_at) AS at) a
@@ -517,12 +523,12 @@ MIGRATIONS: dict[int, list[str]] = {
                         id, queue, payload, priority, run_at, created_at, claimed_at,
                         deadline, worker_id, attempts, max_attempts, visibility_timeout_s,
                         backoff_base_s, dead_letter_retention_s, expires_at, claims,
-                        unique_key, grp, group_limit, trace_context, result_ttl_s,
+                        unique_key, grp, group_limit, trace_context, result_ttl_s, parents,
                         last_error, died_at, purge_at, failed_dep)
                     SELECT id, queue, payload, priority, run_at, created_at, claimed_at,
                         deadline, worker_id, attempts, max_attempts, visibility_timeout_s,
                         backoff_base_s, dead_letter_retention_s, expires_at, claims,
-                        unique_key, grp, group_limit, trace_context, result_ttl_s,
+                        unique_key, grp, group_limit, trace_context, result_ttl_s, parents,
                         'dependency ' || failed || ' failed', clock_timestamp(),
                         clock_timestamp() + dead_letter_retention_s * interval '1 second',
                         failed
@@ -567,12 +573,12 @@ MIGRATIONS: dict[int, list[str]] = {
                         id, queue, payload, priority, run_at, created_at, claimed_at,
                         deadline, worker_id, attempts, max_attempts, visibility_timeout_s,
                         backoff_base_s, dead_letter_retention_s, expires_at, claims,
-                        unique_key, grp, group_limit, trace_context, result_ttl_s, delay_s,
-                        unfinished)
+                        unique_key, grp, group_limit, trace_context, result_ttl_s, parents,
+                        delay_s, unfinished)
                     SELECT id, queue, payload, priority, run_at, created_at, claimed_at,
                         deadline, worker_id, attempts, max_attempts, visibility_timeout_s,
                         backoff_base_s, dead_letter_retention_s, expires_at, claims,
-                        unique_key, grp, group_limit, trace_context, result_ttl_s, 0,
+                        unique_key, grp, group_limit, trace_context, result_ttl_s, parents, 0,
                         (SELECT count(*) FROM {schema}.deps d WHERE d.child = m.id)
                     FROM m RETURNING id)
                 SELECT array_agg(id) INTO back FROM ins;
@@ -608,8 +614,8 @@ def _to_dead(source: str, error: str) -> str:
     """``INSERT INTO dead`` of the rows of CTE *source* (deleted from jobs),
     stamping died_at and, with a retention, purge_at (Q-16)."""
     return (
-        f"INSERT INTO {{schema}}.dead ({_JOB_COLUMNS}, last_error, died_at, purge_at) "
-        f"SELECT {_JOB_COLUMNS}, {error}, {_NOW}, "
+        f"INSERT INTO {{schema}}.dead ({_JOB_COLUMNS}, parents, last_error, died_at, purge_at) "
+        f"SELECT {_JOB_COLUMNS}, parents, {error}, {_NOW}, "
         f"{_NOW} + dead_letter_retention_s * interval '1 second' FROM {source}"
     )
 
@@ -641,7 +647,7 @@ _INSERT_JOB = """
 INSERT INTO {schema}.jobs (
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
 """
 # The values of one new job; :run_at wins over :delay_s (NewJob). A row of
 # a limited group is parked and rebalanced by the trigger of its group.
@@ -650,7 +656,7 @@ _JOB_VALUES = """
     %(max_attempts)s::int, %(visibility_timeout_s)s::float8, %(backoff_base_s)s::float8,
     %(dead_letter_retention_s)s::float8, c.t + %(expires_s)s::float8 * interval '1 second',
     {key}, %(grp)s::text, %(group_limit)s::int, 0, %(trace_context)s::text,
-    %(result_ttl_s)s::float8
+    %(result_ttl_s)s::float8, %(parents)s::bigint[]
 """
 _JOB_SOURCES = """
 clock c CROSS JOIN LATERAL (
@@ -739,7 +745,8 @@ SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')), %(queue)s::text,
     p.payload::json, %(priority)s::int, COALESCE(%(run_at)s::timestamptz, c.t), c.t, 0, 0,
     %(max_attempts)s::int, %(visibility_timeout_s)s::float8, %(backoff_base_s)s::float8,
     %(dead_letter_retention_s)s::float8, c.t + %(expires_s)s::float8 * interval '1 second',
-    %(grp)s::text, %(group_limit)s::int, %(trace_context)s::text, %(result_ttl_s)s::float8
+    %(grp)s::text, %(group_limit)s::int, %(trace_context)s::text, %(result_ttl_s)s::float8,
+    %(parents)s::bigint[]
 """
 _HELD_FROM = """
 FROM (SELECT clock_timestamp() AS t) c
@@ -749,7 +756,7 @@ INSERT_WAITING = (
     """INSERT INTO {schema}.waiting (
     id, queue, payload, priority, run_at, created_at, attempts, claims, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at, grp,
-    group_limit, trace_context, result_ttl_s, delay_s, unfinished) """
+    group_limit, trace_context, result_ttl_s, parents, delay_s, unfinished) """
     + _HELD_VALUES.rstrip()
     + """, CASE WHEN %(run_at)s::timestamptz IS NULL THEN %(delay_s)s::float8 END,
     %(unfinished)s::int"""
@@ -760,7 +767,8 @@ INSERT_DEAD_DEP = (
     """INSERT INTO {schema}.dead (
     id, queue, payload, priority, run_at, created_at, attempts, claims, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at, grp,
-    group_limit, trace_context, result_ttl_s, last_error, died_at, purge_at, failed_dep) """
+    group_limit, trace_context, result_ttl_s, parents, last_error, died_at, purge_at,
+    failed_dep) """
     + _HELD_VALUES.rstrip()
     + """, 'dependency ' || %(parent)s::bigint || ' failed', c.t,
     c.t + %(dead_letter_retention_s)s::float8 * interval '1 second', %(parent)s::bigint"""
@@ -1175,6 +1183,13 @@ LIST_WAITING = (
     _INFO_WAITING
     + "WHERE queue = %(queue)s::text AND id > %(after)s::bigint ORDER BY id LIMIT %(limit)s::int"
 )
+# WF-4: the kept results of a job's parents, one key probe each.
+PARENT_RESULTS = f"""
+WITH {_CLOCK}
+SELECT r.id, r.result::text FROM {{schema}}.results r
+WHERE r.id = ANY ((SELECT parents FROM {{schema}}.jobs WHERE id = %(id)s::bigint)::bigint[])
+  AND r.keep_until > {_NOW}
+"""
 WAITING_ON = """
 SELECT child, array_agg(parent ORDER BY parent) FROM {schema}.deps
 WHERE child = ANY (%(ids)s::bigint[]) GROUP BY child
@@ -1315,11 +1330,11 @@ moved AS (
     INSERT INTO {{schema}}.jobs (
         id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
         max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-        unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
+        unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
     OVERRIDING SYSTEM VALUE
     SELECT id, queue, 'pending', payload, priority, c.t, c.t, created_at, 0, claims,
         max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
-        unique_key, grp, group_limit, 0, trace_context, result_ttl_s
+        unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents
     FROM source, clock c
     ORDER BY id
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
@@ -1571,6 +1586,7 @@ class Statements:
         self.cancel = c(CANCEL)
         self.list_waiting = c(LIST_WAITING)
         self.waiting_on = c(WAITING_ON)
+        self.parent_results = c(PARENT_RESULTS)
         self.parents_waiting = c(PARENTS_WAITING)
         self.parents_live = c(PARENTS_LIVE)
         self.parents_dead = c(PARENTS_DEAD)

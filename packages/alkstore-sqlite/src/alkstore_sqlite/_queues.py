@@ -74,6 +74,7 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
         "parked": 0,
         "trace_context": job.trace_context,
         "result_ttl_s": job.result_ttl_s,
+        "parents": json.dumps(list(job.after)) if job.after else None,
     }
 
 
@@ -594,6 +595,16 @@ class QueueOps:
             return bool(gone)
 
         return self._write(tx, run)
+
+    def parent_results(self, tx: sqlite3.Connection | None, job_id: int) -> dict[int, str]:
+        def run(conn: sqlite3.Connection) -> dict[int, str]:
+            params = {"id": job_id, "now": now_us()}
+            return {int(i): r for i, r in conn.execute(_sql.PARENT_RESULTS, params)}
+
+        if tx is not None:
+            return self._write(tx, run, single=True)  # a read in the caller's transaction
+        with self._read() as conn:
+            return run(conn)
 
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
         params = {"id": job_id, "queue": queue, "now": now_us()}

@@ -251,9 +251,14 @@ MIGRATIONS: dict[int, list[str]] = {
             group_limit INTEGER,
             trace_context TEXT,
             result_ttl_s REAL,
+            parents TEXT,
             delay_us INTEGER,
             unfinished INTEGER NOT NULL
         )""",
+        # WF-4: the ids a job was enqueued after (a JSON array), carried with
+        # its row to dead and back, for parent_results().
+        "ALTER TABLE __alkstore_jobs ADD COLUMN parents TEXT",
+        "ALTER TABLE __alkstore_dead ADD COLUMN parents TEXT",
         "CREATE INDEX IF NOT EXISTS __alkstore_waiting_queue ON __alkstore_waiting (queue, id)",
         """CREATE TABLE IF NOT EXISTS __alkstore_deps (
             parent INTEGER NOT NULL,
@@ -274,10 +279,13 @@ _JOB_COLUMNS = (
     "attempts, max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, "
     "expires_at, claims, unique_key, grp, group_limit, trace_context, result_ttl_s"
 )
+# A row moving between the jobs, waiting and dead tables (results keep no
+# parents).
+_ROW_COLUMNS = _JOB_COLUMNS + ", parents"
 # Moving a row to dead stamps died_at and, with a retention, purge_at (Q-16).
 _TO_DEAD = (
-    f"INSERT INTO __alkstore_dead ({_JOB_COLUMNS}, last_error, died_at, purge_at) "
-    f"SELECT {_JOB_COLUMNS}, :last_error, :now, "
+    f"INSERT INTO __alkstore_dead ({_ROW_COLUMNS}, last_error, died_at, purge_at) "
+    f"SELECT {_ROW_COLUMNS}, :last_error, :now, "
     "CASE WHEN dead_letter_retention_s IS NULL THEN NULL "
     "ELSE :now + CAST(dead_letter_retention_s * 1000000 AS INTEGER) END "
     "FROM __alkstore_jobs "
@@ -286,13 +294,13 @@ _TO_DEAD = (
 _INSERT_COLUMNS = """
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context, result_ttl_s"""
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents"""
 
 ENQUEUE = f"""
 INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 VALUES (:queue, 'pending', :payload, :priority, :run_at, :run_at, :now, :max_attempts,
     :visibility_timeout_s, :backoff_base_s, :dead_letter_retention_s, :expires_at, :unique_key,
-    :grp, :group_limit, :parked, :trace_context, :result_ttl_s)
+    :grp, :group_limit, :parked, :trace_context, :result_ttl_s, :parents)
 RETURNING id
 """
 # A unique key a live job holds already: nothing is written (Q-23).
@@ -304,7 +312,8 @@ ENQUEUE_MANY = f"""
 INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 SELECT :queue, 'pending', json_extract(value, '$[0]'), :priority, :run_at, :run_at, :now,
     :max_attempts, :visibility_timeout_s, :backoff_base_s, :dead_letter_retention_s, :expires_at,
-    json_extract(value, '$[1]'), :grp, :group_limit, :parked, :trace_context, :result_ttl_s
+    json_extract(value, '$[1]'), :grp, :group_limit, :parked, :trace_context, :result_ttl_s,
+    :parents
 FROM json_each(:items) ORDER BY key
 RETURNING id, unique_key
 """
@@ -682,10 +691,10 @@ REDRIVE = """
 INSERT OR IGNORE INTO __alkstore_jobs (
     id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
 SELECT id, queue, 'pending', payload, priority, :now, :now, created_at, 0, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
-    unique_key, grp, group_limit, 0, trace_context, result_ttl_s
+    unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents
 FROM __alkstore_dead
 WHERE queue = :queue AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
 ORDER BY id
@@ -745,8 +754,8 @@ UNION SELECT id FROM __alkstore_waiting WHERE id IN {_IDS}
 PARENTS_DEAD = f"SELECT id FROM __alkstore_dead WHERE id IN {_IDS} ORDER BY id"
 # New rows written to the jobs table (for their ids) move to the waiting table.
 JOBS_TO_WAITING = f"""
-INSERT INTO __alkstore_waiting ({_JOB_COLUMNS}, delay_us, unfinished)
-SELECT {_JOB_COLUMNS}, :delay_us, :unfinished FROM __alkstore_jobs WHERE id IN {_IDS}
+INSERT INTO __alkstore_waiting ({_ROW_COLUMNS}, delay_us, unfinished)
+SELECT {_ROW_COLUMNS}, :delay_us, :unfinished FROM __alkstore_jobs WHERE id IN {_IDS}
 """
 DELETE_JOB_IDS = f"DELETE FROM __alkstore_jobs WHERE id IN {_IDS}"
 INSERT_DEPS = """
@@ -769,10 +778,10 @@ RELEASE_WAITING = f"""
 INSERT INTO __alkstore_jobs (
     id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
 SELECT id, queue, 'pending', payload, priority, at, at, created_at, attempts, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, 0, trace_context, result_ttl_s
+    unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents
 FROM (SELECT *, CASE WHEN delay_us IS NULL THEN run_at ELSE :now + delay_us END AS at
       FROM __alkstore_waiting WHERE id IN {_IDS} ORDER BY id)
 RETURNING id, queue, grp
@@ -781,8 +790,8 @@ DELETE_WAITING_IDS = f"DELETE FROM __alkstore_waiting WHERE id IN {_IDS}"
 # WF-3: the waiting children of failed parents die, each naming its own
 # failed parent (the lowest when several failed at once).
 WAITING_TO_DEAD = f"""
-INSERT INTO __alkstore_dead ({_JOB_COLUMNS}, last_error, died_at, purge_at, failed_dep)
-SELECT {", ".join("w." + c.strip() for c in _JOB_COLUMNS.split(","))},
+INSERT INTO __alkstore_dead ({_ROW_COLUMNS}, last_error, died_at, purge_at, failed_dep)
+SELECT {", ".join("w." + c.strip() for c in _ROW_COLUMNS.split(","))},
     'dependency ' || f.parent || ' failed', :now,
     CASE WHEN w.dead_letter_retention_s IS NULL THEN NULL
     ELSE :now + CAST(w.dead_letter_retention_s * 1000000 AS INTEGER) END, f.parent
@@ -793,8 +802,8 @@ RETURNING id
 """
 # A job enqueued after a dead job is written dead (rows just inserted).
 JOBS_TO_DEAD_DEP = (
-    f"INSERT INTO __alkstore_dead ({_JOB_COLUMNS}, last_error, died_at, purge_at, failed_dep) "
-    f"SELECT {_JOB_COLUMNS}, 'dependency ' || :parent || ' failed', :now, "
+    f"INSERT INTO __alkstore_dead ({_ROW_COLUMNS}, last_error, died_at, purge_at, failed_dep) "
+    f"SELECT {_ROW_COLUMNS}, 'dependency ' || :parent || ' failed', :now, "
     "CASE WHEN dead_letter_retention_s IS NULL THEN NULL "
     "ELSE :now + CAST(dead_letter_retention_s * 1000000 AS INTEGER) END, :parent "
     f"FROM __alkstore_jobs WHERE id IN {_IDS}"
@@ -802,8 +811,8 @@ JOBS_TO_DEAD_DEP = (
 # WF-3 redrive: the jobs that died by these parents' cascade, back to waiting.
 CASCADE_VICTIMS = f"SELECT id FROM __alkstore_dead WHERE failed_dep IN {_IDS} ORDER BY id"
 DEAD_TO_WAITING = f"""
-INSERT OR IGNORE INTO __alkstore_waiting ({_JOB_COLUMNS}, delay_us, unfinished)
-SELECT {_JOB_COLUMNS}, 0, (SELECT count(*) FROM __alkstore_deps d WHERE d.child = x.id)
+INSERT OR IGNORE INTO __alkstore_waiting ({_ROW_COLUMNS}, delay_us, unfinished)
+SELECT {_ROW_COLUMNS}, 0, (SELECT count(*) FROM __alkstore_deps d WHERE d.child = x.id)
 FROM __alkstore_dead x WHERE id IN {_IDS}
 RETURNING id
 """
@@ -811,6 +820,12 @@ CANCEL_WAITING = (
     "DELETE FROM __alkstore_waiting WHERE id = :id AND queue = :queue RETURNING queue, grp"
 )
 DELETE_DEPS_OF_CHILD = "DELETE FROM __alkstore_deps WHERE child = :id"
+# WF-4: the kept results of a job's parents, one key probe each.
+PARENT_RESULTS = """
+SELECT r.id, r.result FROM json_each(
+    (SELECT parents FROM __alkstore_jobs WHERE id = :id)) p
+JOIN __alkstore_results r ON r.id = p.value AND r.keep_until > :now
+"""
 WAITING_ON = "SELECT parent FROM __alkstore_deps WHERE child = :id ORDER BY parent"
 
 # ---------------------------------------------------------------------- streams
