@@ -102,7 +102,7 @@ def test_opts_refuse_bad_values(
 
 
 def test_job_state_values_and_text() -> None:
-    assert [s.value for s in JobState] == ["pending", "processing", "dead", "done"]
+    assert [s.value for s in JobState] == ["pending", "processing", "dead", "done", "waiting"]
     assert str(JobState.DEAD) == "dead"
     assert JobState("pending") is JobState.PENDING
 

@@ -52,6 +52,7 @@ _EXPORTS = {
     "TracingContract": ".contract_tracing",
     "TransactionContract": ".contract_transaction",
     "WorkerContract": ".contract_worker",
+    "WorkflowContract": ".contract_workflows",
 }
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "TracingContract",
     "TransactionContract",
     "WorkerContract",
+    "WorkflowContract",
     "__version__",
     "clauses_of",
     "eventually",
@@ -129,3 +131,4 @@ if TYPE_CHECKING:
     from .contract_tracing import TracingContract
     from .contract_transaction import TransactionContract
     from .contract_worker import WorkerContract
+    from .contract_workflows import WorkflowContract

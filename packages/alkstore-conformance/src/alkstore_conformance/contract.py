@@ -25,6 +25,7 @@ from .contract_stream import StreamContract
 from .contract_tracing import TracingContract
 from .contract_transaction import TransactionContract
 from .contract_worker import WorkerContract
+from .contract_workflows import WorkflowContract
 
 __all__ = ["StoreContract"]
 
@@ -37,6 +38,7 @@ class StoreContract(
     SettleContract,
     DeadLetterContract,
     ResultsContract,
+    WorkflowContract,
     JobControlContract,
     TransactionContract,
     TracingContract,

@@ -298,7 +298,7 @@ class PgExecutor(ExecutorBase):
     def insert_jobs(
         self, tx: Joined | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
     ) -> list[Inserted]:
-        if tx is None and max_depth is None and jobs[0].unique_key is None:
+        if tx is None and max_depth is None and jobs[0].unique_key is None and not jobs[0].after:
             return self._combiner.submit(queue, jobs)  # group commit of producers
         return self._run(self._ops.insert_jobs(queue, jobs, max_depth), tx)
 
@@ -317,6 +317,9 @@ class PgExecutor(ExecutorBase):
         results: Sequence[str | None] | None = None,
     ) -> list[bool]:
         return self._run(self._ops.ack(fences, results), tx)
+
+    def parent_results(self, tx: Joined | None, job_id: int) -> dict[int, str]:
+        return self._run(self._ops.parent_results(job_id), tx)
 
     def retry(self, tx: Joined | None, fence: Fence, delay_s: float, error: str) -> bool:
         return self._run(self._ops.retry(fence, delay_s, error), tx)

@@ -315,7 +315,7 @@ class AsyncPgExecutor(ExecutorBase):
     async def insert_jobs(
         self, tx: AsyncJoined | None, queue: str, jobs: Sequence[NewJob], max_depth: int | None
     ) -> list[Inserted]:
-        if tx is None and max_depth is None and jobs[0].unique_key is None:
+        if tx is None and max_depth is None and jobs[0].unique_key is None and not jobs[0].after:
             return await self._combiner.submit(queue, jobs)  # group commit of producers
         return await self._run(self._ops.insert_jobs(queue, jobs, max_depth), tx)
 
@@ -334,6 +334,9 @@ class AsyncPgExecutor(ExecutorBase):
         results: Sequence[str | None] | None = None,
     ) -> list[bool]:
         return await self._run(self._ops.ack(fences, results), tx)
+
+    async def parent_results(self, tx: AsyncJoined | None, job_id: int) -> dict[int, str]:
+        return await self._run(self._ops.parent_results(job_id), tx)
 
     async def retry(self, tx: AsyncJoined | None, fence: Fence, delay_s: float, error: str) -> bool:
         return await self._run(self._ops.retry(fence, delay_s, error), tx)

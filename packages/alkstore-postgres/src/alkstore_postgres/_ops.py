@@ -12,6 +12,7 @@ import hashlib
 import math
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -151,6 +152,7 @@ class OpBook:
             "group_limit": job.group_limit,
             "trace_context": job.trace_context,
             "result_ttl_s": job.result_ttl_s,
+            "parents": list(job.after) if job.after else None,
             "wake": self.wake,
         }
 
@@ -169,6 +171,11 @@ class OpBook:
         first = jobs[0]
         params = self._job_params(queue, first)
         make: Callable[[], Plan[list[Inserted]]]
+        if first.after:
+            # The plain insert when every parent has finished (it keeps the
+            # parents for WF-4: _job_params reads them from the job).
+            plain = self._insert_plain_or_many(queue, jobs, params, max_depth)
+            return Op(lambda: self._insert_after(first.after, jobs, params, plain), atomic=True)
         if first.unique_key is not None:
             make = lambda: self._insert_unique(queue, jobs, params)  # noqa: E731
         elif len(jobs) == 1:
@@ -208,6 +215,48 @@ class OpBook:
             return sorted(int(r[0]) for r in rows)
 
         return Op(plan)
+
+    def _insert_plain_or_many(
+        self, queue: str, jobs: Sequence[NewJob], params: dict[str, Any], max_depth: int | None
+    ) -> Op[list[Inserted]]:
+        make: Callable[[], Plan[list[Inserted]]]
+        if len(jobs) == 1:
+            one = {**params, "payload": jobs[0].payload}
+            make = lambda: self._insert_plain(self.st.enqueue, one)  # noqa: E731
+        else:
+            many = {**params, "payloads": [j.payload for j in jobs]}
+            make = lambda: self._insert_plain(self.st.enqueue_many, many)  # noqa: E731
+        if max_depth is None:
+            return Op(make)
+        return Op(lambda: self._bounded(queue, max_depth, make()), atomic=True)
+
+    def _insert_after(
+        self,
+        after: Sequence[int],
+        jobs: Sequence[NewJob],
+        params: dict[str, Any],
+        plain: Op[list[Inserted]],
+    ) -> Plan[list[Inserted]]:
+        """WF-1, WF-3: with every parent finished, an enqueue as usual;
+        else the jobs wait (or, after a dead parent, are written dead), and
+        an edge per unfinished parent is written, all in one transaction."""
+        ids = {"ids": list(after)}
+        waiting = yield Q(self.st.parents_waiting, ids, ALL)
+        live = yield Q(self.st.parents_live, ids, ALL)
+        dead = yield Q(self.st.parents_dead, ids, ALL)
+        unfinished = sorted({int(r[0]) for r in waiting} | {int(r[0]) for r in live})
+        failed = [int(r[0]) for r in dead]
+        if not unfinished and not failed:
+            result: list[Inserted] = yield from plain.make()
+            return result
+        held = {**params, "payloads": [j.payload for j in jobs]}
+        if failed:
+            rows = yield Q(self.st.insert_dead_dep, {**held, "parent": failed[0]}, ALL)
+        else:
+            rows = yield Q(self.st.insert_waiting, {**held, "unfinished": len(unfinished)}, ALL)
+        new = [int(r[0]) for r in rows]
+        yield Q(self.st.insert_deps, {"parents": unfinished + failed, "ids": new})
+        return [Inserted(i) for i in sorted(new)]
 
     def _insert_plain(self, stmt: str, params: dict[str, Any]) -> Plan[list[Inserted]]:
         rows = yield Q(stmt, params, ALL)
@@ -356,13 +405,18 @@ class OpBook:
             fence = fences[0]
 
             def one() -> Plan[list[bool]]:
-                count = yield Q(self.st.ack, self._fence(fence), ROWCOUNT)
-                return [count == 1]
+                params = {**self._fence(fence), "wake": self.wake}
+                count, _ = yield Q(self.st.ack, params, ONE)
+                return [int(count) == 1]
 
             return Op(one)
 
         def many() -> Plan[list[bool]]:
-            params = {"ids": [f.id for f in fences], "claims": [f.claim for f in fences]}
+            params = {
+                "ids": [f.id for f in fences],
+                "claims": [f.claim for f in fences],
+                "wake": self.wake,
+            }
             rows = yield Q(self.st.ack_many, params, ALL)
             return _landed(fences, rows)
 
@@ -417,15 +471,37 @@ class OpBook:
 
     def cancel(self, queue: str, job_id: int) -> Op[bool]:
         def plan() -> Plan[bool]:
-            count = yield Q(self.st.cancel, {"id": job_id, "queue": queue}, ROWCOUNT)
-            return bool(count == 1)
+            count, _ = yield Q(self.st.cancel, {"id": job_id, "queue": queue}, ONE)
+            return int(count) == 1
 
         return Op(plan)
+
+    def _waiting_on(self, rows: list[JobRow]) -> Plan[list[JobRow]]:
+        """WF-1: each waiting row's unfinished parents."""
+        ids = [r.id for r in rows if r.state == "waiting"]
+        if not ids:
+            return rows
+        found = yield Q(self.st.waiting_on, {"ids": ids}, ALL)
+        parents = {int(c): tuple(int(p) for p in ps) for c, ps in found}
+        return [
+            replace(r, waiting_on=parents.get(r.id, ())) if r.state == "waiting" else r
+            for r in rows
+        ]
+
+    def parent_results(self, job_id: int) -> Op[dict[int, str]]:
+        def plan() -> Plan[dict[int, str]]:
+            rows = yield Q(self.st.parent_results, {"id": job_id}, ALL)
+            return {int(i): r for i, r in rows}
+
+        return Op(plan, writes=False)
 
     def get_job(self, queue: str, job_id: int) -> Op[JobRow | None]:
         def plan() -> Plan[JobRow | None]:
             row = yield Q(self.st.get_job, {"id": job_id, "queue": queue}, ONE)
-            return None if row is None else job_row(row, utc)
+            if row is None:
+                return None
+            (job,) = yield from self._waiting_on([job_row(row, utc)])
+            return job
 
         return Op(plan, writes=False)
 
@@ -444,30 +520,39 @@ class OpBook:
         params = {"queue": queue, "state": state.value, "after": after_id, "limit": limit}
         if state is JobState.DONE:
             stmt = self.st.list_done
+        elif state is JobState.WAITING:
+            stmt = self.st.list_waiting
         else:
             stmt = self.st.list_dead if state is JobState.DEAD else self.st.list_live
 
         def plan() -> Plan[list[JobRow]]:
             rows = yield Q(stmt, params, ALL)
-            return [job_row(r, utc) for r in rows]
+            jobs: list[JobRow] = yield from self._waiting_on([job_row(r, utc) for r in rows])
+            return jobs
 
         return Op(plan, writes=False)
 
     def queue_stats(self, queue: str | None) -> Op[list[QueueStats]]:
         def one(name: str) -> Plan[list[QueueStats]]:
             row = yield Q(self.st.stats, {"queue": name}, ONE)
-            pending, scheduled, processing, dead, oldest = row
+            pending, scheduled, processing, dead, oldest, waiting = row
             return [
                 QueueStats(
-                    name, int(pending), int(scheduled), int(processing), int(dead), _opt_utc(oldest)
+                    name,
+                    int(pending),
+                    int(scheduled),
+                    int(processing),
+                    int(dead),
+                    _opt_utc(oldest),
+                    int(waiting),
                 )
             ]
 
         def every() -> Plan[list[QueueStats]]:
             rows = yield Q(self.st.queue_stats, {}, ALL)
             return [
-                QueueStats(q, int(p), int(s), int(r), int(d), _opt_utc(o))
-                for q, p, s, r, d, o in rows
+                QueueStats(q, int(p), int(s), int(r), int(d), _opt_utc(o), int(w))
+                for q, p, s, r, d, o, w in rows
             ]
 
         if queue is not None:

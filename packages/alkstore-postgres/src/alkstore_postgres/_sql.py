@@ -28,7 +28,7 @@ from psycopg import sql
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Statements"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # ----------------------------------------------------------------------- schema
 
@@ -408,6 +408,186 @@ MIGRATIONS: dict[int, list[str]] = {
         END
         $body$""",
     ],
+    # Version 5 (as SQLite's): jobs that wait for other jobs (WF-1..WF-3,
+    # docs/adr/0021). A waiting job lives in a table of its own, never read
+    # by a claim; the edges (parent, child) keyed by the parent, so that a
+    # parent's ack reads only its own children, and a count of unfinished
+    # parents per waiting job. A job that died by a cascade names the
+    # parent whose failure killed it (failed_dep), for that parent's redrive.
+    5: [
+        """CREATE TABLE {schema}.waiting (
+            id bigint PRIMARY KEY,
+            queue text NOT NULL,
+            payload json NOT NULL,
+            priority integer NOT NULL,
+            run_at timestamptz NOT NULL,
+            created_at timestamptz NOT NULL,
+            claimed_at timestamptz,
+            deadline timestamptz,
+            worker_id text,
+            attempts integer NOT NULL,
+            max_attempts integer NOT NULL,
+            visibility_timeout_s double precision NOT NULL,
+            backoff_base_s double precision NOT NULL,
+            dead_letter_retention_s double precision,
+            expires_at timestamptz,
+            claims integer NOT NULL,
+            unique_key text,
+            grp text,
+            group_limit integer,
+            trace_context text,
+            result_ttl_s double precision,
+            parents bigint[],
+            delay_s double precision,
+            unfinished integer NOT NULL
+        )""",
+        # WF-4: the ids a job was enqueued after, carried with its row to
+        # dead and back, for parent_results(); results are read by id.
+        "ALTER TABLE {schema}.jobs ADD COLUMN parents bigint[]",
+        "ALTER TABLE {schema}.dead ADD COLUMN parents bigint[]",
+        "CREATE INDEX results_id ON {schema}.results (id)",
+        "CREATE INDEX waiting_queue ON {schema}.waiting (queue, id)",
+        """CREATE TABLE {schema}.deps (
+            parent bigint NOT NULL,
+            child bigint NOT NULL,
+            PRIMARY KEY (parent, child)
+        )""",
+        "CREATE INDEX deps_child ON {schema}.deps (child, parent)",
+        "ALTER TABLE {schema}.dead ADD COLUMN failed_dep bigint",
+        """CREATE INDEX dead_failed_dep ON {schema}.dead (failed_dep)
+            WHERE failed_dep IS NOT NULL""",
+        # WF-2: jobs ids were acked. Their children count one unfinished
+        # parent less (row locks on the waiting rows: two parents acked at
+        # once release their child exactly once); those at zero move to the
+        # jobs table, ready now or at their own time, and wake their queues
+        # at commit. One probe of the parent key when there are none.
+        """CREATE FUNCTION {schema}.deps_finished(ids bigint[], wake text)
+            RETURNS integer LANGUAGE plpgsql AS $body$
+        DECLARE
+            ready bigint[];
+            queues text[];
+        BEGIN
+            IF ids IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM {schema}.deps WHERE parent = ANY (ids)) THEN
+                RETURN 0;
+            END IF;
+            WITH d AS (DELETE FROM {schema}.deps WHERE parent = ANY (ids) RETURNING child),
+            n AS (SELECT child, count(*) AS k FROM d GROUP BY child),
+            u AS (UPDATE {schema}.waiting w SET unfinished = w.unfinished - n.k
+                  FROM n WHERE w.id = n.child RETURNING w.id, w.unfinished)
+            SELECT array_agg(id ORDER BY id) INTO ready FROM u WHERE unfinished <= 0;
+            IF ready IS NULL THEN
+                RETURN 0;
+            END IF;
+            WITH m AS (DELETE FROM {schema}.waiting WHERE id = ANY (ready) RETURNING *),
+            ins AS (
+                INSERT INTO {schema}.jobs (
+                    id, queue, state, payload, priority, run_at, ready_at, created_at,
+                    attempts, claims, max_attempts, visibility_timeout_s, backoff_base_s,
+                    dead_letter_retention_s, expires_at, unique_key, grp, group_limit, parked,
+                    trace_context, result_ttl_s, parents)
+                OVERRIDING SYSTEM VALUE
+                SELECT id, queue, 'pending', payload, priority, a.at, a.at, created_at,
+                    attempts, claims, max_attempts, visibility_timeout_s, backoff_base_s,
+                    dead_letter_retention_s, expires_at, unique_key, grp, group_limit, 0,
+                    trace_context, result_ttl_s, parents
+                FROM m CROSS JOIN LATERAL (
+                    SELECT COALESCE(clock_timestamp() + m.delay_s * interval '1 second',
+                                    m.run_at) AS at) a
+                ORDER BY id
+                RETURNING queue)
+            SELECT array_agg(DISTINCT queue) INTO queues FROM ins;
+            PERFORM pg_notify(wake, q) FROM unnest(queues) AS q;
+            RETURN cardinality(ready);
+        END
+        $body$""",
+        # WF-3: jobs ids died or were cancelled. Every job waiting on one of
+        # them dies with it, a generation per round, transitively: each job
+        # leaves the waiting table once, so the work is one pass over the
+        # jobs that die and nothing else.
+        """CREATE FUNCTION {schema}.deps_failed(ids bigint[])
+            RETURNS integer LANGUAGE plpgsql AS $body$
+        DECLARE
+            frontier bigint[] := ids;
+            died bigint[];
+            total integer := 0;
+        BEGIN
+            WHILE frontier IS NOT NULL AND cardinality(frontier) > 0 LOOP
+                WITH f AS (
+                    SELECT child, min(parent) AS parent FROM {schema}.deps
+                    WHERE parent = ANY (frontier) GROUP BY child),
+                m AS (DELETE FROM {schema}.waiting w USING f WHERE w.id = f.child
+                      RETURNING w.*, f.parent AS failed),
+                ins AS (
+                    INSERT INTO {schema}.dead (
+                        id, queue, payload, priority, run_at, created_at, claimed_at,
+                        deadline, worker_id, attempts, max_attempts, visibility_timeout_s,
+                        backoff_base_s, dead_letter_retention_s, expires_at, claims,
+                        unique_key, grp, group_limit, trace_context, result_ttl_s, parents,
+                        last_error, died_at, purge_at, failed_dep)
+                    SELECT id, queue, payload, priority, run_at, created_at, claimed_at,
+                        deadline, worker_id, attempts, max_attempts, visibility_timeout_s,
+                        backoff_base_s, dead_letter_retention_s, expires_at, claims,
+                        unique_key, grp, group_limit, trace_context, result_ttl_s, parents,
+                        'dependency ' || failed || ' failed', clock_timestamp(),
+                        clock_timestamp() + dead_letter_retention_s * interval '1 second',
+                        failed
+                    FROM m RETURNING id)
+                SELECT array_agg(id) INTO died FROM ins;
+                total := total + COALESCE(cardinality(died), 0);
+                frontier := died;
+            END LOOP;
+            RETURN total;
+        END
+        $body$""",
+        # Every path to dead (fail, a retry at its budget, a claim's or the
+        # sweep's dead-lettering, a freed unique key) runs through this:
+        # the statement's new dead rows fail their waiting children. The
+        # cascade's own inserts (depth 2) are already handled by its loop.
+        """CREATE FUNCTION {schema}.dead_cascade() RETURNS trigger
+            LANGUAGE plpgsql AS $body$
+        BEGIN
+            IF pg_trigger_depth() = 1 THEN
+                PERFORM {schema}.deps_failed(ARRAY (SELECT id FROM born));
+            END IF;
+            RETURN NULL;
+        END
+        $body$""",
+        """CREATE TRIGGER dead_cascade AFTER INSERT ON {schema}.dead
+            REFERENCING NEW TABLE AS born FOR EACH STATEMENT
+            EXECUTE FUNCTION {schema}.dead_cascade()""",
+        # WF-3 redrive: the still-dead jobs that died by these parents'
+        # cascade go back to waiting, transitively, counting again the
+        # parents they still wait for.
+        """CREATE FUNCTION {schema}.deps_revive(ids bigint[])
+            RETURNS integer LANGUAGE plpgsql AS $body$
+        DECLARE
+            frontier bigint[] := ids;
+            back bigint[];
+        BEGIN
+            WHILE frontier IS NOT NULL AND cardinality(frontier) > 0 LOOP
+                WITH m AS (
+                    DELETE FROM {schema}.dead WHERE failed_dep = ANY (frontier) RETURNING *),
+                ins AS (
+                    INSERT INTO {schema}.waiting (
+                        id, queue, payload, priority, run_at, created_at, claimed_at,
+                        deadline, worker_id, attempts, max_attempts, visibility_timeout_s,
+                        backoff_base_s, dead_letter_retention_s, expires_at, claims,
+                        unique_key, grp, group_limit, trace_context, result_ttl_s, parents,
+                        delay_s, unfinished)
+                    SELECT id, queue, payload, priority, run_at, created_at, claimed_at,
+                        deadline, worker_id, attempts, max_attempts, visibility_timeout_s,
+                        backoff_base_s, dead_letter_retention_s, expires_at, claims,
+                        unique_key, grp, group_limit, trace_context, result_ttl_s, parents, 0,
+                        (SELECT count(*) FROM {schema}.deps d WHERE d.child = m.id)
+                    FROM m RETURNING id)
+                SELECT array_agg(id) INTO back FROM ins;
+                frontier := back;
+            END LOOP;
+            RETURN 0;
+        END
+        $body$""",
+    ],
 }
 #: What each migration brings, for the error a role that cannot run it gets.
 MIGRATION_TITLES = {
@@ -415,6 +595,7 @@ MIGRATION_TITLES = {
     2: "claim numbers, unique keys, groups, trace context, rate limits",
     3: "group slots for ready rows first, expired slot holders",
     4: "kept results",
+    5: "jobs that wait for other jobs",
 }
 
 # ------------------------------------------------------------------------ queue
@@ -433,8 +614,8 @@ def _to_dead(source: str, error: str) -> str:
     """``INSERT INTO dead`` of the rows of CTE *source* (deleted from jobs),
     stamping died_at and, with a retention, purge_at (Q-16)."""
     return (
-        f"INSERT INTO {{schema}}.dead ({_JOB_COLUMNS}, last_error, died_at, purge_at) "
-        f"SELECT {_JOB_COLUMNS}, {error}, {_NOW}, "
+        f"INSERT INTO {{schema}}.dead ({_JOB_COLUMNS}, parents, last_error, died_at, purge_at) "
+        f"SELECT {_JOB_COLUMNS}, parents, {error}, {_NOW}, "
         f"{_NOW} + dead_letter_retention_s * interval '1 second' FROM {source}"
     )
 
@@ -466,7 +647,7 @@ _INSERT_JOB = """
 INSERT INTO {schema}.jobs (
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
 """
 # The values of one new job; :run_at wins over :delay_s (NewJob). A row of
 # a limited group is parked and rebalanced by the trigger of its group.
@@ -475,7 +656,7 @@ _JOB_VALUES = """
     %(max_attempts)s::int, %(visibility_timeout_s)s::float8, %(backoff_base_s)s::float8,
     %(dead_letter_retention_s)s::float8, c.t + %(expires_s)s::float8 * interval '1 second',
     {key}, %(grp)s::text, %(group_limit)s::int, 0, %(trace_context)s::text,
-    %(result_ttl_s)s::float8
+    %(result_ttl_s)s::float8, %(parents)s::bigint[]
 """
 _JOB_SOURCES = """
 clock c CROSS JOIN LATERAL (
@@ -544,6 +725,60 @@ CROSS JOIN LATERAL (SELECT COALESCE(r.run_at, c.t + r.delay_s * interval '1 seco
 CROSS JOIN (SELECT count(*) FROM wake) w
 ORDER BY r.ord
 RETURNING id
+"""
+
+# WF-1: the parents of a new job, each table in a statement of its own (a
+# fresh snapshot each), in the order a job moves through them (waiting, live,
+# dead), each row locked against its delete: a parent acked or failed
+# meanwhile waits for this enqueue to commit, then sees its new children.
+PARENTS_WAITING = """
+SELECT id FROM {schema}.waiting WHERE id = ANY (%(ids)s::bigint[]) FOR KEY SHARE
+"""
+PARENTS_LIVE = "SELECT id FROM {schema}.jobs WHERE id = ANY (%(ids)s::bigint[]) FOR KEY SHARE"
+PARENTS_DEAD = """
+SELECT id FROM {schema}.dead WHERE id = ANY (%(ids)s::bigint[]) ORDER BY id FOR KEY SHARE
+"""
+# New jobs written straight to the waiting table (or, after a dead parent,
+# to the dead table), their ids from the jobs' identity.
+_HELD_VALUES = """
+SELECT nextval(pg_get_serial_sequence('{schema}.jobs', 'id')), %(queue)s::text,
+    p.payload::json, %(priority)s::int, COALESCE(%(run_at)s::timestamptz, c.t), c.t, 0, 0,
+    %(max_attempts)s::int, %(visibility_timeout_s)s::float8, %(backoff_base_s)s::float8,
+    %(dead_letter_retention_s)s::float8, c.t + %(expires_s)s::float8 * interval '1 second',
+    %(grp)s::text, %(group_limit)s::int, %(trace_context)s::text, %(result_ttl_s)s::float8,
+    %(parents)s::bigint[]
+"""
+_HELD_FROM = """
+FROM (SELECT clock_timestamp() AS t) c
+CROSS JOIN unnest(%(payloads)b::text[]) WITH ORDINALITY AS p(payload, ord) ORDER BY p.ord
+"""
+INSERT_WAITING = (
+    """INSERT INTO {schema}.waiting (
+    id, queue, payload, priority, run_at, created_at, attempts, claims, max_attempts,
+    visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at, grp,
+    group_limit, trace_context, result_ttl_s, parents, delay_s, unfinished) """
+    + _HELD_VALUES.rstrip()
+    + """, CASE WHEN %(run_at)s::timestamptz IS NULL THEN %(delay_s)s::float8 END,
+    %(unfinished)s::int"""
+    + _HELD_FROM
+    + " RETURNING id"
+)
+INSERT_DEAD_DEP = (
+    """INSERT INTO {schema}.dead (
+    id, queue, payload, priority, run_at, created_at, attempts, claims, max_attempts,
+    visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at, grp,
+    group_limit, trace_context, result_ttl_s, parents, last_error, died_at, purge_at,
+    failed_dep) """
+    + _HELD_VALUES.rstrip()
+    + """, 'dependency ' || %(parent)s::bigint || ' failed', c.t,
+    c.t + %(dead_letter_retention_s)s::float8 * interval '1 second', %(parent)s::bigint"""
+    + _HELD_FROM
+    + " RETURNING id"
+)
+INSERT_DEPS = """
+INSERT INTO {schema}.deps (parent, child)
+SELECT p, c FROM unnest(%(parents)s::bigint[]) AS p, unnest(%(ids)s::bigint[]) AS c
+ON CONFLICT DO NOTHING
 """
 
 # Q-23 in one statement. First the holders of these keys that can never run
@@ -790,15 +1025,25 @@ id = %(id)s::bigint AND claims = %(claim)s::int AND state = 'processing'
 AND deadline > {_NOW}
 """
 
-ACK = f"WITH {_CLOCK} DELETE FROM {{schema}}.jobs WHERE {_FENCE}"
+# WF-2: in the ack's statement, the children of what it deleted are released
+# (one probe of the parent key when there are none).
+ACK = f"""
+WITH {_CLOCK}, gone AS (DELETE FROM {{schema}}.jobs WHERE {_FENCE} RETURNING id)
+SELECT count(*), {{schema}}.deps_finished(array_agg(id), %(wake)s::text) FROM gone
+"""
 
 # Many fences (of any queues) in one statement; the ids that landed come back.
 ACK_MANY = f"""
-WITH {_CLOCK}
-DELETE FROM {{schema}}.jobs j
-USING unnest(%(ids)s::bigint[], %(claims)s::int[]) AS h(id, claim)
-WHERE j.id = h.id AND j.claims = h.claim AND j.state = 'processing' AND j.deadline > {_NOW}
-RETURNING j.id, j.claims
+WITH {_CLOCK},
+gone AS (
+    DELETE FROM {{schema}}.jobs j
+    USING unnest(%(ids)s::bigint[], %(claims)s::int[]) AS h(id, claim)
+    WHERE j.id = h.id AND j.claims = h.claim AND j.state = 'processing'
+      AND j.deadline > {_NOW}
+    RETURNING j.id, j.claims),
+released AS MATERIALIZED (
+    SELECT {{schema}}.deps_finished(ARRAY (SELECT id FROM gone), %(wake)s::text) AS n)
+SELECT g.id, g.claims, (SELECT n FROM released) FROM gone g
 """
 
 # RS-1: the ack of fences whose jobs may keep a result, one statement: the
@@ -822,8 +1067,10 @@ stored AS (
     RETURNING queue),
 wake AS MATERIALIZED (
     SELECT pg_notify(%(wake)s::text, %(prefix)s::text || d.queue)
-    FROM (SELECT DISTINCT queue FROM stored) d)
-SELECT g.id, g.claims, (SELECT count(*) FROM wake) FROM gone g
+    FROM (SELECT DISTINCT queue FROM stored) d),
+released AS MATERIALIZED (
+    SELECT {{schema}}.deps_finished(ARRAY (SELECT id FROM gone), %(wake)s::text) AS n)
+SELECT g.id, g.claims, (SELECT count(*) FROM wake), (SELECT n FROM released) FROM gone g
 """
 
 HEARTBEAT = f"""
@@ -881,7 +1128,19 @@ moved AS (
 SELECT pg_notify(%(wake)s::text, queue) FROM moved
 """
 
-CANCEL = "DELETE FROM {schema}.jobs WHERE id = %(id)s::bigint AND queue = %(queue)s::text"
+# A waiting job is cancelled as a pending one; either way its waiting
+# children fail with it (WF-3).
+CANCEL = """
+WITH gone AS (
+    DELETE FROM {schema}.jobs WHERE id = %(id)s::bigint AND queue = %(queue)s::text
+    RETURNING id),
+held AS (
+    DELETE FROM {schema}.waiting WHERE id = %(id)s::bigint AND queue = %(queue)s::text
+    RETURNING id),
+edges AS (DELETE FROM {schema}.deps WHERE child IN (SELECT id FROM held)),
+every AS (SELECT id FROM gone UNION ALL SELECT id FROM held)
+SELECT count(*), {schema}.deps_failed(array_agg(id)) FROM every
+"""
 
 # A job as get_job and list_jobs read it: the columns in the field order of
 # alkstore.engine.JobRow (alkstore.engine.job_row maps them).
@@ -911,6 +1170,31 @@ SELECT id, queue, 'done' AS state, payload::text, priority, run_at, created_at, 
 FROM {schema}.results
 """
 
+# WF-1: a job waiting for others.
+_INFO_WAITING = """
+SELECT id, queue, 'waiting' AS state, payload::text, priority, run_at, created_at, claimed_at,
+    deadline, worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, NULL::text AS last_error,
+    NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context, result_ttl_s,
+    NULL::text AS result, NULL::timestamptz AS finished_at
+FROM {schema}.waiting
+"""
+LIST_WAITING = (
+    _INFO_WAITING
+    + "WHERE queue = %(queue)s::text AND id > %(after)s::bigint ORDER BY id LIMIT %(limit)s::int"
+)
+# WF-4: the kept results of a job's parents, one key probe each.
+PARENT_RESULTS = f"""
+WITH {_CLOCK}
+SELECT r.id, r.result::text FROM {{schema}}.results r
+WHERE r.id = ANY ((SELECT parents FROM {{schema}}.jobs WHERE id = %(id)s::bigint)::bigint[])
+  AND r.keep_until > {_NOW}
+"""
+WAITING_ON = """
+SELECT child, array_agg(parent ORDER BY parent) FROM {schema}.deps
+WHERE child = ANY (%(ids)s::bigint[]) GROUP BY child
+"""
+
 # One statement over both tables: one snapshot, so a row moving to dead
 # between two reads cannot be missed (Q-14); scoped to the queue (C-7).
 GET_JOB = (
@@ -920,7 +1204,10 @@ GET_JOB = (
     + _INFO_DEAD
     + "WHERE id = %(id)s::bigint AND queue = %(queue)s::text UNION ALL "
     + _INFO_DONE
-    + f"WHERE id = %(id)s::bigint AND queue = %(queue)s::text AND keep_until > {_NOW}"
+    + f"WHERE id = %(id)s::bigint AND queue = %(queue)s::text AND keep_until > {_NOW} "
+    + "UNION ALL "
+    + _INFO_WAITING
+    + "WHERE id = %(id)s::bigint AND queue = %(queue)s::text"
 )
 # RS-2: how a job ended, in one snapshot of both tables.
 GET_RESULT = f"""
@@ -986,7 +1273,8 @@ SELECT
     count(*) FILTER (WHERE state = 'pending' AND run_at > {_NOW}),
     count(*) FILTER (WHERE state = 'processing'),
     (SELECT count(*) FROM {{schema}}.dead WHERE queue = %(queue)s::text),
-    min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {_NOW})
+    min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {_NOW}),
+    (SELECT count(*) FROM {{schema}}.waiting WHERE queue = %(queue)s::text)
 FROM ({_LIVE_BRANCHES}) AS live
 """
 
@@ -1000,11 +1288,14 @@ live AS (
         count(*) FILTER (WHERE state = 'processing') AS processing,
         min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {_NOW}) AS oldest
     FROM {{schema}}.jobs GROUP BY queue),
-dead_rows AS (SELECT queue, count(*) AS dead FROM {{schema}}.dead GROUP BY queue)
-SELECT COALESCE(l.queue, d.queue) AS name, COALESCE(l.pending, 0), COALESCE(l.scheduled, 0),
-    COALESCE(l.processing, 0), COALESCE(d.dead, 0), l.oldest
+dead_rows AS (SELECT queue, count(*) AS dead FROM {{schema}}.dead GROUP BY queue),
+waiting_rows AS (SELECT queue, count(*) AS waiting FROM {{schema}}.waiting GROUP BY queue)
+SELECT COALESCE(l.queue, d.queue, w.queue) AS name, COALESCE(l.pending, 0),
+    COALESCE(l.scheduled, 0), COALESCE(l.processing, 0), COALESCE(d.dead, 0), l.oldest,
+    COALESCE(w.waiting, 0)
 FROM live l FULL JOIN dead_rows d ON d.queue = l.queue
-ORDER BY COALESCE(l.queue, d.queue) COLLATE "C"
+FULL JOIN waiting_rows w ON w.queue = COALESCE(l.queue, d.queue)
+ORDER BY COALESCE(l.queue, d.queue, w.queue) COLLATE "C"
 """
 
 # Q-15: every row past expires_at, pending or processing; Q-12: lapsed claims
@@ -1039,18 +1330,19 @@ moved AS (
     INSERT INTO {{schema}}.jobs (
         id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
         max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-        unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
+        unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
     OVERRIDING SYSTEM VALUE
     SELECT id, queue, 'pending', payload, priority, c.t, c.t, created_at, 0, claims,
         max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
-        unique_key, grp, group_limit, 0, trace_context, result_ttl_s
+        unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents
     FROM source, clock c
     ORDER BY id
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id),
 gone AS (DELETE FROM {{schema}}.dead WHERE id IN (SELECT id FROM moved)),
-wake AS MATERIALIZED (SELECT pg_notify(%(wake)s::text, %(queue)s::text))
-SELECT m.id, (SELECT count(*) FROM wake) FROM moved m
+wake AS MATERIALIZED (SELECT pg_notify(%(wake)s::text, %(queue)s::text)),
+revived AS MATERIALIZED (SELECT {{schema}}.deps_revive(ARRAY (SELECT id FROM moved)) AS n)
+SELECT m.id, (SELECT count(*) FROM wake), (SELECT n FROM revived) FROM moved m
 """
 
 # Q-22: the given ids (or all) that died at or before now - :older_than_s
@@ -1292,6 +1584,15 @@ class Statements:
         self.fenced_to_dead = c(FENCED_TO_DEAD)
         self.release = c(RELEASE)
         self.cancel = c(CANCEL)
+        self.list_waiting = c(LIST_WAITING)
+        self.waiting_on = c(WAITING_ON)
+        self.parent_results = c(PARENT_RESULTS)
+        self.parents_waiting = c(PARENTS_WAITING)
+        self.parents_live = c(PARENTS_LIVE)
+        self.parents_dead = c(PARENTS_DEAD)
+        self.insert_waiting = c(INSERT_WAITING)
+        self.insert_dead_dep = c(INSERT_DEAD_DEP)
+        self.insert_deps = c(INSERT_DEPS)
         self.get_job = c(GET_JOB)
         self.list_live = c(LIST_LIVE)
         self.list_dead = c(LIST_DEAD)

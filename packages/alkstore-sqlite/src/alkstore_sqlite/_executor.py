@@ -57,6 +57,7 @@ class SQLiteExecutor:
         self.cancel = queues.cancel
         self.get_job = queues.get_job
         self.get_result = queues.get_result
+        self.parent_results = queues.parent_results
         self.list_jobs = queues.list_jobs
         self.queue_stats = queues.queue_stats
         self.sweep = queues.sweep

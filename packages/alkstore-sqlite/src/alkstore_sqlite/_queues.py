@@ -8,6 +8,7 @@ import json
 import math
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -73,6 +74,7 @@ def insert_params(queue: str, job: NewJob, now: int) -> dict[str, Any]:
         "parked": 0,
         "trace_context": job.trace_context,
         "result_ttl_s": job.result_ttl_s,
+        "parents": json.dumps(list(job.after)) if job.after else None,
     }
 
 
@@ -95,7 +97,8 @@ class QueueOps:
         first = jobs[0]
         unique = first.unique_key is not None
         grouped = first.group is not None and first.group_limit is not None
-        if len(jobs) == 1 and not unique and max_depth is None and not grouped:
+        waits = bool(first.after)
+        if len(jobs) == 1 and not unique and max_depth is None and not grouped and not waits:
 
             def one(conn: sqlite3.Connection) -> list[Inserted]:
                 params = insert_params(queue, first, now_us())
@@ -135,6 +138,8 @@ class QueueOps:
                 rows = conn.execute(sql, params).fetchall()
                 ids = sorted(int(r[0]) for r in rows)
                 inserted = {r[1]: int(r[0]) for r in rows}
+            if waits and ids and self._hold_back(conn, first, ids, now):
+                return [Inserted(i) for i in ids]  # waiting or dead: no slot, no depth
             if grouped and ids:
                 # Q-25: new rows of a limited group wait parked; the group's
                 # free slots then go to its best rows in claim order.
@@ -161,6 +166,72 @@ class QueueOps:
             return out
 
         return self._write(tx, many)
+
+    @staticmethod
+    def _hold_back(conn: sqlite3.Connection, job: NewJob, ids: list[int], now: int) -> bool:
+        """WF-1, WF-3: the rows *ids* just written wait for their unfinished
+        parents, or die at once when a parent is dead; ``False`` when every
+        parent has finished (the rows stay as written, ready as usual)."""
+        parents = json.dumps(list(job.after))
+        unfinished = [int(r[0]) for r in conn.execute(_sql.PARENTS_UNFINISHED, {"ids": parents})]
+        dead = [int(r[0]) for r in conn.execute(_sql.PARENTS_DEAD, {"ids": parents})]
+        if not unfinished and not dead:
+            return False
+        mine = json.dumps(ids)
+        if dead:
+            params = {"ids": mine, "parent": dead[0], "now": now}
+            conn.execute(_sql.JOBS_TO_DEAD_DEP, params)
+        else:
+            delay_us = None if job.run_at is not None else micros(job.delay_s)
+            params = {"ids": mine, "delay_us": delay_us, "unfinished": len(unfinished)}
+            conn.execute(_sql.JOBS_TO_WAITING, params)
+        # The parents not finished: what a redrive counts the job back in on.
+        conn.execute(_sql.INSERT_DEPS, {"parents": json.dumps(unfinished + dead), "ids": mine})
+        conn.execute(_sql.DELETE_JOB_IDS, {"ids": mine})
+        return True
+
+    @classmethod
+    def _finished(cls, conn: sqlite3.Connection, ids: list[int], now: int) -> None:
+        """WF-2: jobs *ids* were acked; each child whose last unfinished
+        parent this was is released into the claim's table, in this
+        transaction (the commit wakes claimers: the watcher sees it)."""
+        params = {"ids": json.dumps(ids)}
+        rows = conn.execute(_sql.CHILDREN_FINISHED, params).fetchall()
+        if not rows:
+            return
+        conn.execute(_sql.DELETE_DEPS_OF, params)
+        ready = [int(r[0]) for r in rows if int(r[1]) <= 0]
+        if ready:
+            cls._release_waiting(conn, ready, now)
+
+    @classmethod
+    def _release_waiting(cls, conn: sqlite3.Connection, ids: list[int], now: int) -> None:
+        params = {"ids": json.dumps(ids), "now": now}
+        moved = conn.execute(_sql.RELEASE_WAITING, params).fetchall()
+        conn.execute(_sql.DELETE_WAITING_IDS, params)
+        grouped = [int(r[0]) for r in moved if r[2] is not None]
+        if grouped:
+            conn.execute(_sql.PARK_NEW, {"ids": json.dumps(grouped)})
+            cls._rebalance_rows_static(conn, [(r[1], r[2]) for r in moved])
+
+    @classmethod
+    def _failed(cls, conn: sqlite3.Connection, ids: list[int], now: int) -> None:
+        """WF-3: jobs *ids* died or were cancelled; every job waiting on one
+        of them dies, transitively, in this transaction. Each round moves
+        one generation out of the waiting table, so the work is one pass
+        over the jobs that die (each at most once), never over others."""
+        frontier = ids
+        while frontier:
+            params = {"ids": json.dumps(frontier), "now": now}
+            died = [int(r[0]) for r in conn.execute(_sql.WAITING_TO_DEAD, params).fetchall()]
+            if died:
+                conn.execute(_sql.DELETE_WAITING_IDS, {"ids": json.dumps(died)})
+            frontier = died
+
+    def _failed_rows(self, conn: sqlite3.Connection, rows: list[Any], now: int) -> None:
+        """:meth:`_failed` for the ``(id, grp)`` rows a move to dead returned."""
+        if rows:
+            self._failed(conn, [int(r[0]) for r in rows], now)
 
     @staticmethod
     def _rebalance(conn: sqlite3.Connection, queue: str, group: str) -> None:
@@ -212,6 +283,7 @@ class QueueOps:
         conn.execute(_sql.STALE_KEYS_TO_DEAD, params)
         gone = conn.execute(_sql.STALE_KEYS_DELETE, params).fetchall()
         self._rebalance_rows(conn, queue, gone)
+        self._failed_rows(conn, gone, now)  # WF-3
 
     def _check_room(self, conn: sqlite3.Connection, queue: str, max_depth: int, now: int) -> None:
         """Q-24, after the insert: at most *max_depth* unfinished jobs, counted
@@ -220,7 +292,9 @@ class QueueOps:
         params = {"queue": queue, "now": now}
         if conn.execute(_sql.EXPIRED_ANY, params).fetchone()[0]:
             conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "last_error": "expired"})
-            self._rebalance_rows(conn, queue, conn.execute(_sql.EXPIRED_DELETE, params).fetchall())
+            gone = conn.execute(_sql.EXPIRED_DELETE, params).fetchall()
+            self._rebalance_rows(conn, queue, gone)
+            self._failed_rows(conn, gone, now)  # WF-3
         if conn.execute(_sql.EXHAUSTED_ANY, params).fetchone()[0]:
             self._exhaust(conn, queue, now)
         (count,) = conn.execute(
@@ -341,6 +415,7 @@ class QueueOps:
         conn.execute(_sql.EXHAUSTED_TO_DEAD, params)
         gone = conn.execute(_sql.EXHAUSTED_DELETE, {"queue": queue, "now": now}).fetchall()
         self._rebalance_rows(conn, queue, gone)
+        self._failed_rows(conn, gone, now)  # WF-3
         return len(gone)
 
     def _expire_group_holders(self, conn: sqlite3.Connection, queue: str, now: int) -> None:
@@ -352,6 +427,7 @@ class QueueOps:
         conn.execute(_sql.GROUP_EXPIRED_TO_DEAD, params)
         gone = conn.execute(_sql.GROUP_EXPIRED_DELETE, {"queue": queue, "now": now}).fetchall()
         self._rebalance_rows(conn, queue, gone)
+        self._failed_rows(conn, gone, now)  # WF-3
 
     def next_ready(self, queues: Sequence[str]) -> float | None:
         now = now_us()
@@ -405,7 +481,6 @@ class QueueOps:
         results: Sequence[str | None] | None = None,
     ) -> list[bool]:
         grouped = any(f.group is not None for f in fences)
-        keep = results is not None
         if len(fences) == 1:
             fence = fences[0]
 
@@ -416,16 +491,23 @@ class QueueOps:
                 rows = conn.execute(_sql.ACK, params).fetchall()
                 if rows and grouped:
                     self._rebalance_rows(conn, rows[0][0], rows)
+                if rows:
+                    self._finished(conn, [fence.id], params["now"])  # WF-2
                 return [bool(rows)]
 
-            return self._write(tx, one, single=not (grouped or keep))
+            # Not one statement: the release of waiting children (WF-2) must
+            # commit with the ack.
+            return self._write(tx, one)
 
         def many(conn: sqlite3.Connection) -> list[bool]:
-            params = {"fences": json.dumps([[f.id, f.claim] for f in fences]), "now": now_us()}
+            now = now_us()
+            params = {"fences": json.dumps([[f.id, f.claim] for f in fences]), "now": now}
             if results is not None:  # RS-1, in the ack's transaction
                 triples = [[f.id, f.claim, r] for f, r in zip(fences, results, strict=True)]
                 conn.execute(_sql.ACK_MANY_KEEP, {**params, "fences": json.dumps(triples)})
             rows = conn.execute(_sql.ACK_MANY, params).fetchall()
+            if rows:
+                self._finished(conn, [int(r[0]) for r in rows], now)  # WF-2
             if grouped:
                 for queue in {r[2] for r in rows}:
                     self._rebalance_rows(conn, queue, [r for r in rows if r[2] == queue])
@@ -440,7 +522,7 @@ class QueueOps:
                 gone.discard(key)
             return landed
 
-        return self._write(tx, many, single=not (grouped or keep))
+        return self._write(tx, many)
 
     def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
         def run(conn: sqlite3.Connection) -> datetime | None:
@@ -489,6 +571,7 @@ class QueueOps:
         gone = conn.execute(_sql.DELETE_BY_ID, {"id": fence.id}).fetchall()
         if gone:
             QueueOps._rebalance_rows_static(conn, gone)
+        QueueOps._failed(conn, [fence.id], now)  # WF-3
         return True
 
     @staticmethod
@@ -500,17 +583,40 @@ class QueueOps:
 
     def cancel(self, tx: sqlite3.Connection | None, queue: str, job_id: int) -> bool:
         def run(conn: sqlite3.Connection) -> bool:
-            gone = conn.execute(_sql.CANCEL, {"id": job_id, "queue": queue}).fetchall()
+            params = {"id": job_id, "queue": queue}
+            gone = conn.execute(_sql.CANCEL, params).fetchall()
+            if not gone:  # a waiting job (WF-1) is cancelled as a pending one
+                gone = conn.execute(_sql.CANCEL_WAITING, params).fetchall()
+                if gone:
+                    conn.execute(_sql.DELETE_DEPS_OF_CHILD, params)
             self._rebalance_rows_static(conn, gone)
+            if gone:
+                self._failed(conn, [job_id], now_us())  # WF-3
             return bool(gone)
 
         return self._write(tx, run)
+
+    def parent_results(self, tx: sqlite3.Connection | None, job_id: int) -> dict[int, str]:
+        def run(conn: sqlite3.Connection) -> dict[int, str]:
+            params = {"id": job_id, "now": now_us()}
+            return {int(i): r for i, r in conn.execute(_sql.PARENT_RESULTS, params)}
+
+        if tx is not None:
+            return self._write(tx, run, single=True)  # a read in the caller's transaction
+        with self._read() as conn:
+            return run(conn)
 
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
         params = {"id": job_id, "queue": queue, "now": now_us()}
         with self._read() as conn:
             row = conn.execute(_sql.GET_JOB, params).fetchone()
-        return None if row is None else job_row(row, to_datetime)
+            if row is None:
+                return None
+            job = job_row(row, to_datetime)
+            if job.state == "waiting":  # WF-1: the parents still unfinished
+                parents = conn.execute(_sql.WAITING_ON, {"id": job_id}).fetchall()
+                job = replace(job, waiting_on=tuple(int(p[0]) for p in parents))
+        return job
 
     def get_result(
         self, tx: sqlite3.Connection | None, queue: str, job_id: int
@@ -532,6 +638,18 @@ class QueueOps:
         if state is JobState.DONE:
             params["now"] = now_us()
             sql = _sql.LIST_DONE
+        elif state is JobState.WAITING:
+            with self._read() as conn:
+                jobs = [job_row(r, to_datetime) for r in conn.execute(_sql.LIST_WAITING, params)]
+                return [
+                    replace(
+                        j,
+                        waiting_on=tuple(
+                            int(p[0]) for p in conn.execute(_sql.WAITING_ON, {"id": j.id})
+                        ),
+                    )
+                    for j in jobs
+                ]
         else:
             sql = _sql.LIST_DEAD if state is JobState.DEAD else _sql.LIST_LIVE
         with self._read() as conn:
@@ -542,11 +660,16 @@ class QueueOps:
         with self._read() as conn:
             if queue is not None:
                 row = conn.execute(_sql.STATS, {"queue": queue, "now": now}).fetchone()
-                pending, scheduled, processing, dead, oldest = row
-                return [QueueStats(queue, pending, scheduled, processing, dead, _opt_time(oldest))]
+                pending, scheduled, processing, dead, oldest, waiting = row
+                return [
+                    QueueStats(
+                        queue, pending, scheduled, processing, dead, _opt_time(oldest), waiting
+                    )
+                ]
             rows = conn.execute(_sql.QUEUE_STATS, {"now": now}).fetchall()
         return [
-            QueueStats(q, int(p), int(s), int(r), int(d), _opt_time(o)) for q, p, s, r, d, o in rows
+            QueueStats(q, int(p), int(s), int(r), int(d), _opt_time(o), int(w))
+            for q, p, s, r, d, o, w in rows
         ]
 
     def sweep(self, queue: str) -> SweepResult:
@@ -556,6 +679,7 @@ class QueueOps:
             conn.execute(_sql.EXPIRED_TO_DEAD, {**params, "last_error": "expired"})
             gone = conn.execute(_sql.EXPIRED_DELETE, params).fetchall()
             self._rebalance_rows(conn, queue, gone)
+            self._failed_rows(conn, gone, now)  # WF-3
             expired = len(gone)
             exhausted = self._exhaust(conn, queue, now)
             purged = conn.execute(_sql.PURGE_RETAINED, params).rowcount
@@ -574,6 +698,9 @@ class QueueOps:
             rows = conn.execute(_sql.REDRIVE, params).fetchall()
             moved = [int(r[0]) for r in rows]
             if moved:
+                # WF-3: the jobs that died by these jobs' cascade come back
+                # waiting on them again (before the rows below leave dead).
+                self._revive_victims(conn, moved)
                 conn.execute(_sql.DELETE_DEAD_IDS, {"ids": json.dumps(moved)})
                 grouped = [i for i, g in rows if g is not None]
                 if grouped:
@@ -582,6 +709,22 @@ class QueueOps:
             return len(moved)
 
         return self._write(tx, run)
+
+    @staticmethod
+    def _revive_victims(conn: sqlite3.Connection, parents: list[int]) -> None:
+        """WF-3: the still-dead jobs that died by *parents*' cascade go back to
+        waiting, counting their unfinished parents again, transitively; each
+        job moves at most once (it leaves the dead table)."""
+        frontier = parents
+        while frontier:
+            victims = [
+                int(r[0]) for r in conn.execute(_sql.CASCADE_VICTIMS, {"ids": json.dumps(frontier)})
+            ]
+            if victims:
+                back = json.dumps(victims)
+                conn.execute(_sql.DEAD_TO_WAITING, {"ids": back})
+                conn.execute(_sql.DELETE_DEAD_IDS, {"ids": back})
+            frontier = victims
 
     def purge_dead(
         self,

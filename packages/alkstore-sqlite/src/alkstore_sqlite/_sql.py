@@ -11,7 +11,7 @@ from __future__ import annotations
 
 # ----------------------------------------------------------------------- schema
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 META_TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__alkstore_meta'"
 GET_VERSION = "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'"
@@ -222,6 +222,54 @@ MIGRATIONS: dict[int, list[str]] = {
         """CREATE INDEX IF NOT EXISTS __alkstore_results_keep
             ON __alkstore_results (queue, keep_until)""",
     ],
+    # Version 5: jobs that wait for other jobs (WF-1..WF-3, docs/adr/0021).
+    # A waiting job lives in a table of its own, so the claim's table and
+    # indexes never see it; a count of its unfinished parents, and one row
+    # per (parent, child) keyed by the parent, so that a parent's ack reads
+    # only its own children. A job that died by a cascade names the parent
+    # whose failure killed it (failed_dep), for that parent's redrive.
+    5: [
+        """CREATE TABLE IF NOT EXISTS __alkstore_waiting (
+            id INTEGER PRIMARY KEY,
+            queue TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            run_at INTEGER NOT NULL,
+            created_at INTEGER NOT NULL,
+            claimed_at INTEGER,
+            deadline INTEGER,
+            worker_id TEXT,
+            attempts INTEGER NOT NULL,
+            max_attempts INTEGER NOT NULL,
+            visibility_timeout_s REAL NOT NULL,
+            backoff_base_s REAL NOT NULL,
+            dead_letter_retention_s REAL,
+            expires_at INTEGER,
+            claims INTEGER NOT NULL,
+            unique_key TEXT,
+            grp TEXT,
+            group_limit INTEGER,
+            trace_context TEXT,
+            result_ttl_s REAL,
+            parents TEXT,
+            delay_us INTEGER,
+            unfinished INTEGER NOT NULL
+        )""",
+        # WF-4: the ids a job was enqueued after (a JSON array), carried with
+        # its row to dead and back, for parent_results().
+        "ALTER TABLE __alkstore_jobs ADD COLUMN parents TEXT",
+        "ALTER TABLE __alkstore_dead ADD COLUMN parents TEXT",
+        "CREATE INDEX IF NOT EXISTS __alkstore_waiting_queue ON __alkstore_waiting (queue, id)",
+        """CREATE TABLE IF NOT EXISTS __alkstore_deps (
+            parent INTEGER NOT NULL,
+            child INTEGER NOT NULL,
+            PRIMARY KEY (parent, child)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS __alkstore_deps_child ON __alkstore_deps (child, parent)",
+        "ALTER TABLE __alkstore_dead ADD COLUMN failed_dep INTEGER",
+        """CREATE INDEX IF NOT EXISTS __alkstore_dead_failed_dep
+            ON __alkstore_dead (failed_dep) WHERE failed_dep IS NOT NULL""",
+    ],
 }
 
 # ------------------------------------------------------------------------ queue
@@ -231,10 +279,13 @@ _JOB_COLUMNS = (
     "attempts, max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, "
     "expires_at, claims, unique_key, grp, group_limit, trace_context, result_ttl_s"
 )
+# A row moving between the jobs, waiting and dead tables (results keep no
+# parents).
+_ROW_COLUMNS = _JOB_COLUMNS + ", parents"
 # Moving a row to dead stamps died_at and, with a retention, purge_at (Q-16).
 _TO_DEAD = (
-    f"INSERT INTO __alkstore_dead ({_JOB_COLUMNS}, last_error, died_at, purge_at) "
-    f"SELECT {_JOB_COLUMNS}, :last_error, :now, "
+    f"INSERT INTO __alkstore_dead ({_ROW_COLUMNS}, last_error, died_at, purge_at) "
+    f"SELECT {_ROW_COLUMNS}, :last_error, :now, "
     "CASE WHEN dead_letter_retention_s IS NULL THEN NULL "
     "ELSE :now + CAST(dead_letter_retention_s * 1000000 AS INTEGER) END "
     "FROM __alkstore_jobs "
@@ -243,13 +294,13 @@ _TO_DEAD = (
 _INSERT_COLUMNS = """
     queue, state, payload, priority, run_at, ready_at, created_at, max_attempts,
     visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context, result_ttl_s"""
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents"""
 
 ENQUEUE = f"""
 INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 VALUES (:queue, 'pending', :payload, :priority, :run_at, :run_at, :now, :max_attempts,
     :visibility_timeout_s, :backoff_base_s, :dead_letter_retention_s, :expires_at, :unique_key,
-    :grp, :group_limit, :parked, :trace_context, :result_ttl_s)
+    :grp, :group_limit, :parked, :trace_context, :result_ttl_s, :parents)
 RETURNING id
 """
 # A unique key a live job holds already: nothing is written (Q-23).
@@ -261,7 +312,8 @@ ENQUEUE_MANY = f"""
 INSERT INTO __alkstore_jobs ({_INSERT_COLUMNS})
 SELECT :queue, 'pending', json_extract(value, '$[0]'), :priority, :run_at, :run_at, :now,
     :max_attempts, :visibility_timeout_s, :backoff_base_s, :dead_letter_retention_s, :expires_at,
-    json_extract(value, '$[1]'), :grp, :group_limit, :parked, :trace_context, :result_ttl_s
+    json_extract(value, '$[1]'), :grp, :group_limit, :parked, :trace_context, :result_ttl_s,
+    :parents
 FROM json_each(:items) ORDER BY key
 RETURNING id, unique_key
 """
@@ -550,6 +602,17 @@ SELECT id, queue, 'done' AS state, payload, priority, run_at, created_at, claime
 FROM __alkstore_results
 """
 
+# WF-1: a job waiting for others.
+_INFO_WAITING = """
+SELECT id, queue, 'waiting' AS state, payload, priority, run_at, created_at, claimed_at, deadline,
+    worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
+    dead_letter_retention_s, expires_at, NULL AS last_error, NULL AS died_at,
+    unique_key, grp, group_limit, trace_context, result_ttl_s, NULL AS result,
+    NULL AS finished_at
+FROM __alkstore_waiting
+"""
+LIST_WAITING = _INFO_WAITING + "WHERE queue = :queue AND id > :after ORDER BY id LIMIT :limit"
+
 # One statement over both tables: one snapshot, so a row moving to dead
 # between two reads cannot be missed.
 GET_JOB = (
@@ -558,7 +621,9 @@ GET_JOB = (
     + _INFO_DEAD
     + "WHERE id = :id AND queue = :queue UNION ALL "
     + _INFO_DONE
-    + "WHERE id = :id AND queue = :queue AND keep_until > :now"
+    + "WHERE id = :id AND queue = :queue AND keep_until > :now UNION ALL "
+    + _INFO_WAITING
+    + "WHERE id = :id AND queue = :queue"
 )
 # RS-2: how a job ended, in one snapshot of both tables.
 GET_RESULT = """
@@ -589,20 +654,25 @@ SELECT
   (SELECT COUNT(*) FROM __alkstore_jobs WHERE queue = :queue AND state = 'processing'),
   (SELECT COUNT(*) FROM __alkstore_dead WHERE queue = :queue),
   (SELECT MIN(run_at) FROM __alkstore_jobs
-   WHERE queue = :queue AND state = 'pending' AND run_at <= :now)
+   WHERE queue = :queue AND state = 'pending' AND run_at <= :now),
+  (SELECT COUNT(*) FROM __alkstore_waiting WHERE queue = :queue)
 """
 
 QUEUE_STATS = """
-SELECT queue, SUM(pending), SUM(scheduled), SUM(processing), SUM(dead), MIN(oldest) FROM (
+SELECT queue, SUM(pending), SUM(scheduled), SUM(processing), SUM(dead), MIN(oldest),
+    SUM(waiting) FROM (
   SELECT queue,
          SUM(state = 'pending' AND run_at <= :now) AS pending,
          SUM(state = 'pending' AND run_at > :now) AS scheduled,
          SUM(state = 'processing') AS processing,
          0 AS dead,
-         MIN(CASE WHEN state = 'pending' AND run_at <= :now THEN run_at END) AS oldest
+         MIN(CASE WHEN state = 'pending' AND run_at <= :now THEN run_at END) AS oldest,
+         0 AS waiting
   FROM __alkstore_jobs GROUP BY queue
   UNION ALL
-  SELECT queue, 0, 0, 0, COUNT(*), NULL FROM __alkstore_dead GROUP BY queue
+  SELECT queue, 0, 0, 0, COUNT(*), NULL, 0 FROM __alkstore_dead GROUP BY queue
+  UNION ALL
+  SELECT queue, 0, 0, 0, 0, NULL, COUNT(*) FROM __alkstore_waiting GROUP BY queue
 ) GROUP BY queue ORDER BY queue
 """
 
@@ -621,10 +691,10 @@ REDRIVE = """
 INSERT OR IGNORE INTO __alkstore_jobs (
     id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context, result_ttl_s)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
 SELECT id, queue, 'pending', payload, priority, :now, :now, created_at, 0, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
-    unique_key, grp, group_limit, 0, trace_context, result_ttl_s
+    unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents
 FROM __alkstore_dead
 WHERE queue = :queue AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
 ORDER BY id
@@ -671,6 +741,92 @@ PARK_NEW = """
 UPDATE __alkstore_jobs SET parked = 1
 WHERE id IN (SELECT value FROM json_each(:ids)) AND group_limit IS NOT NULL
 """
+
+# ------------------------------------------------------------------- workflows
+
+# WF-1: which of the named parents are unfinished (live or waiting, any
+# queue), and which are dead; an id in neither has finished.
+_IDS = "(SELECT value FROM json_each(:ids))"
+PARENTS_UNFINISHED = f"""
+SELECT id FROM __alkstore_jobs WHERE id IN {_IDS}
+UNION SELECT id FROM __alkstore_waiting WHERE id IN {_IDS}
+"""
+PARENTS_DEAD = f"SELECT id FROM __alkstore_dead WHERE id IN {_IDS} ORDER BY id"
+# New rows written to the jobs table (for their ids) move to the waiting table.
+JOBS_TO_WAITING = f"""
+INSERT INTO __alkstore_waiting ({_ROW_COLUMNS}, delay_us, unfinished)
+SELECT {_ROW_COLUMNS}, :delay_us, :unfinished FROM __alkstore_jobs WHERE id IN {_IDS}
+"""
+DELETE_JOB_IDS = f"DELETE FROM __alkstore_jobs WHERE id IN {_IDS}"
+INSERT_DEPS = """
+INSERT OR IGNORE INTO __alkstore_deps (parent, child)
+SELECT p.value, c.value FROM json_each(:parents) p, json_each(:ids) c
+"""
+# WF-2: a finished parent's children count one unfinished parent less; the
+# parent's rows go (reading only the parent's own entries of the key).
+CHILDREN_FINISHED = f"""
+UPDATE __alkstore_waiting
+SET unfinished = unfinished - (SELECT count(*) FROM __alkstore_deps d
+                               WHERE d.child = __alkstore_waiting.id AND d.parent IN {_IDS})
+WHERE id IN (SELECT child FROM __alkstore_deps WHERE parent IN {_IDS})
+RETURNING id, unfinished
+"""
+DELETE_DEPS_OF = f"DELETE FROM __alkstore_deps WHERE parent IN {_IDS}"
+# Released: into the claim's table, ready now or at its own time (delay_s
+# counts from the release, run_at stays absolute).
+RELEASE_WAITING = f"""
+INSERT INTO __alkstore_jobs (
+    id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
+    max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
+SELECT id, queue, 'pending', payload, priority, at, at, created_at, attempts, claims,
+    max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
+    unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents
+FROM (SELECT *, CASE WHEN delay_us IS NULL THEN run_at ELSE :now + delay_us END AS at
+      FROM __alkstore_waiting WHERE id IN {_IDS} ORDER BY id)
+RETURNING id, queue, grp
+"""
+DELETE_WAITING_IDS = f"DELETE FROM __alkstore_waiting WHERE id IN {_IDS}"
+# WF-3: the waiting children of failed parents die, each naming its own
+# failed parent (the lowest when several failed at once).
+WAITING_TO_DEAD = f"""
+INSERT INTO __alkstore_dead ({_ROW_COLUMNS}, last_error, died_at, purge_at, failed_dep)
+SELECT {", ".join("w." + c.strip() for c in _ROW_COLUMNS.split(","))},
+    'dependency ' || f.parent || ' failed', :now,
+    CASE WHEN w.dead_letter_retention_s IS NULL THEN NULL
+    ELSE :now + CAST(w.dead_letter_retention_s * 1000000 AS INTEGER) END, f.parent
+FROM __alkstore_waiting w
+JOIN (SELECT child, MIN(parent) AS parent FROM __alkstore_deps
+      WHERE parent IN {_IDS} GROUP BY child) f ON f.child = w.id
+RETURNING id
+"""
+# A job enqueued after a dead job is written dead (rows just inserted).
+JOBS_TO_DEAD_DEP = (
+    f"INSERT INTO __alkstore_dead ({_ROW_COLUMNS}, last_error, died_at, purge_at, failed_dep) "
+    f"SELECT {_ROW_COLUMNS}, 'dependency ' || :parent || ' failed', :now, "
+    "CASE WHEN dead_letter_retention_s IS NULL THEN NULL "
+    "ELSE :now + CAST(dead_letter_retention_s * 1000000 AS INTEGER) END, :parent "
+    f"FROM __alkstore_jobs WHERE id IN {_IDS}"
+)
+# WF-3 redrive: the jobs that died by these parents' cascade, back to waiting.
+CASCADE_VICTIMS = f"SELECT id FROM __alkstore_dead WHERE failed_dep IN {_IDS} ORDER BY id"
+DEAD_TO_WAITING = f"""
+INSERT OR IGNORE INTO __alkstore_waiting ({_ROW_COLUMNS}, delay_us, unfinished)
+SELECT {_ROW_COLUMNS}, 0, (SELECT count(*) FROM __alkstore_deps d WHERE d.child = x.id)
+FROM __alkstore_dead x WHERE id IN {_IDS}
+RETURNING id
+"""
+CANCEL_WAITING = (
+    "DELETE FROM __alkstore_waiting WHERE id = :id AND queue = :queue RETURNING queue, grp"
+)
+DELETE_DEPS_OF_CHILD = "DELETE FROM __alkstore_deps WHERE child = :id"
+# WF-4: the kept results of a job's parents, one key probe each.
+PARENT_RESULTS = """
+SELECT r.id, r.result FROM json_each(
+    (SELECT parents FROM __alkstore_jobs WHERE id = :id)) p
+JOIN __alkstore_results r ON r.id = p.value AND r.keep_until > :now
+"""
+WAITING_ON = "SELECT parent FROM __alkstore_deps WHERE child = :id ORDER BY parent"
 
 # ---------------------------------------------------------------------- streams
 

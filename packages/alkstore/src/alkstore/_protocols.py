@@ -135,6 +135,12 @@ class Job(Protocol):
         stamped with ``result_ttl_s`` keeps *result* (RS-1)."""
         ...
 
+    def parent_results(self, tx: object | None = None) -> dict[int, Any]:
+        """The kept results (RS-1) of the jobs this one was enqueued after
+        (``EnqueueOpts.after``), by id; a parent without a kept result is
+        absent (WF-4)."""
+        ...
+
     def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
         """Set the row pending again after *delay_s*, or after the curve's delay
         when ``None``; dead-letter with *error* at an exhausted budget (Q-10)."""

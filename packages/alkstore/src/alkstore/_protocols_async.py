@@ -137,6 +137,12 @@ class AsyncJob(Protocol):
         stamped with ``result_ttl_s`` keeps *result* (RS-1)."""
         ...
 
+    async def parent_results(self, tx: object | None = None) -> dict[int, Any]:
+        """The kept results (RS-1) of the jobs this one was enqueued after
+        (``EnqueueOpts.after``), by id; a parent without a kept result is
+        absent (WF-4)."""
+        ...
+
     async def retry(
         self, error: str, delay_s: float | None = None, tx: object | None = None
     ) -> bool:

@@ -30,3 +30,4 @@ class Capability(StrEnum):
     GROUPS = "groups"
     RATE_LIMITS = "rate_limits"
     RESULTS = "results"
+    WORKFLOWS = "workflows"

@@ -473,6 +473,8 @@ def _job_row(info: JobInfo, now: datetime) -> list[object]:
         when, note = _when(info.finished_at), _payload_text(info.result)
     elif info.state is JobState.PROCESSING:
         when, note = _when(info.deadline), info.worker_id or ""
+    elif info.state is JobState.WAITING:  # WF-1: the parents still unfinished
+        when, note = _when(info.created_at), _ids_text(info.waiting_on)
     else:
         when, note = _when(info.run_at), ""
     return [
@@ -491,13 +493,20 @@ _WHEN_HEADER = {
     JobState.PROCESSING: "DEADLINE",
     JobState.DEAD: "DIED_AT",
     JobState.DONE: "FINISHED_AT",
+    JobState.WAITING: "CREATED_AT",
 }
 _NOTE_HEADER = {
     JobState.PENDING: "",
     JobState.PROCESSING: "WORKER",
     JobState.DEAD: "LAST_ERROR",
     JobState.DONE: "RESULT",
+    JobState.WAITING: "WAITING_ON",
 }
+
+
+def _ids_text(ids: Sequence[int]) -> str:
+    """Job ids as a short list: ``3, 4, 5`` (WF-1's ``waiting_on``)."""
+    return _short(", ".join(str(i) for i in ids), _ERROR_WIDTH)
 
 
 def _scheduled_jobs(queue: Queue, limit: int, after: int, now: datetime) -> list[JobInfo]:
@@ -554,10 +563,14 @@ def cmd_job(args: argparse.Namespace) -> int:
         return EXIT_OK
     if info.state is not JobState.DONE:  # the result fields belong to done jobs
         fields = {k: v for k, v in fields.items() if k not in ("result", "finished_at")}
+    if info.state is not JobState.WAITING:  # WF-1: only a waiting job has parents to show
+        fields.pop("waiting_on", None)
     width = max(len(k) for k in fields)
     for key, value in fields.items():
         json_field = key in ("payload", "result")
         text = json.dumps(value, ensure_ascii=False) if json_field else value
+        if key == "waiting_on":
+            text = ", ".join(str(i) for i in value)
         print(f"{key.ljust(width)}  {'-' if text is None else text}")
     return EXIT_OK
 

@@ -9,6 +9,7 @@ timestamps are timezone-aware UTC ``datetime`` objects (C-4).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -124,13 +125,16 @@ class JobState(StrEnum):
     ``ack`` and ``cancel`` delete the row, so a finished job has no state,
     unless it was stamped with ``result_ttl_s``: then its ack keeps its
     result, and the job shows as ``done`` until the result's time is up
-    (RS-1; a view of storage outside the claim path).
+    (RS-1; a view of storage outside the claim path). A job enqueued with
+    ``EnqueueOpts(after=...)`` is ``waiting`` until every job it names has
+    finished (WF-1): outside the claim path too, it is never claimed.
     """
 
     PENDING = "pending"
     PROCESSING = "processing"
     DEAD = "dead"
     DONE = "done"
+    WAITING = "waiting"
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,11 @@ class EnqueueOpts:
     job's ``expires_at`` relative to the enqueue (Q-15); ``group`` puts the
     job in a group whose concurrent claims ``QueueOpts.group_limit`` bounds
     (Q-25; a name by C-1's rules); ``result_ttl_s`` overrides the queue
-    handle's (RS-1: how long the job's result is kept after its ack)."""
+    handle's (RS-1: how long the job's result is kept after its ack).
+    ``after`` names jobs of this store (any queue) that must finish first
+    (WF-1): up to 1,000 ids, duplicates counted once; the job waits, never
+    claimed, until the last of them is acked, and dies with it when one of
+    them dies or is cancelled (WF-3)."""
 
     priority: int = 0
     delay_s: float | None = None
@@ -194,6 +202,7 @@ class EnqueueOpts:
     expires_s: float | None = None
     group: str | None = None
     result_ttl_s: float | None = None
+    after: Sequence[int] = ()
 
     def __post_init__(self) -> None:
         check_int("priority", self.priority, MIN_PRIORITY, MAX_PRIORITY)
@@ -212,6 +221,31 @@ class EnqueueOpts:
         if self.group is not None:
             validate_name(self.group, "group", allow_reserved=True)
         _set(self, "result_ttl_s", check_result_ttl(self.result_ttl_s))
+        _set(self, "after", check_after(self.after))
+
+
+#: Most jobs one ``EnqueueOpts(after=...)`` may name (WF-1).
+MAX_AFTER = 1_000
+
+
+def check_after(value: object) -> tuple[int, ...]:
+    """WF-1: a sequence of at most :data:`MAX_AFTER` job ids (``int``, never
+    ``bool``), duplicates counted once; ascending, so equal lists compare
+    equal. ``()`` (or ``None``) waits for nothing."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise InvalidArgument("after must be a sequence of job ids")
+    ids: set[int] = set()
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise InvalidArgument(f"after holds job ids (int), not {type(item).__name__}")
+        if not 1 <= item <= 2**63 - 1:
+            raise InvalidArgument(f"after holds job ids >= 1, got {item}")
+        ids.add(item)
+    if len(ids) > MAX_AFTER:
+        raise InvalidArgument(f"after names at most {MAX_AFTER} jobs, got {len(ids)}")
+    return tuple(sorted(ids))
 
 
 @dataclass(frozen=True)
@@ -224,7 +258,9 @@ class JobInfo:
     enqueue gave; ``trace_context`` holds the W3C ``traceparent`` (and
     ``tracestate``) current at the enqueue (O-2). ``result_ttl_s`` is the
     job's RS-1 stamp; a ``done`` job (RS-1) has its ``result`` and
-    ``finished_at`` (its ack's time), ``None`` in every other state.
+    ``finished_at`` (its ack's time), ``None`` in every other state. A
+    ``waiting`` job (WF-1) names in ``waiting_on`` the jobs it still waits
+    for, ascending; ``()`` in every other state.
     """
 
     id: int
@@ -252,6 +288,7 @@ class JobInfo:
     result_ttl_s: float | None = None
     result: Any = None
     finished_at: datetime | None = None
+    waiting_on: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _set(self, "state", _state(self.state))
@@ -300,7 +337,9 @@ class QueueStats:
     its ``run_at``, ``processing`` is claimed (lapsed claims included).
     ``oldest_ready_at`` is the ready time of the longest-waiting pending job
     that is ready now (``None`` when none is), for the queue-age gauge (O-1);
-    it takes no part in comparisons, which are about the counts."""
+    it takes no part in comparisons, which are about the counts. ``waiting``
+    counts the jobs waiting for others to finish (WF-1), in none of the
+    other counts."""
 
     queue: str
     pending: int
@@ -308,9 +347,10 @@ class QueueStats:
     processing: int
     dead: int
     oldest_ready_at: datetime | None = field(default=None, compare=False)
+    waiting: int = 0
 
     def __post_init__(self) -> None:
-        if min(self.pending, self.scheduled, self.processing, self.dead) < 0:
+        if min(self.pending, self.scheduled, self.processing, self.dead, self.waiting) < 0:
             raise InvalidArgument("queue counts cannot be negative")
 
     @property

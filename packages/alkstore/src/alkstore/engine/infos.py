@@ -58,6 +58,7 @@ def job_info(row: JobRow) -> JobInfo:
         result_ttl_s=row.result_ttl_s,
         result=None if row.result is None else decode_or_none(row.result),
         finished_at=row.finished_at,
+        waiting_on=row.waiting_on,
     )
 
 

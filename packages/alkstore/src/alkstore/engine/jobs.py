@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .codec import decode_or_none
 from .jobs_base import JobData
 from .native import resolve_sync
 from .prepare import check_error
-from .results import ack_results, check_results_capability
+from .results import ack_results, check_results_capability, check_workflows_capability
 from .rows import ClaimRow
 from .seam import Executor
 
@@ -44,6 +45,13 @@ class KitJob(JobData):
         check_results_capability(self._ex.capabilities)
         landed = self._ex.ack(resolve_sync(tx, self._ex), (self._fence,), results)
         return self._landed(landed[0])
+
+    def parent_results(self, tx: object | None = None) -> dict[int, Any]:
+        """The kept results (RS-1) of the jobs this one was enqueued after,
+        by id (WF-4); a parent without a kept result is absent."""
+        check_workflows_capability(self._ex.capabilities)
+        got = self._ex.parent_results(resolve_sync(tx, self._ex), self.id)
+        return {i: decode_or_none(text) for i, text in sorted(got.items())}
 
     def retry(self, error: str, delay_s: float | None = None, tx: object | None = None) -> bool:
         """Back to pending after *delay_s* or the curve; dead at budget (Q-10)."""

@@ -15,10 +15,11 @@ from typing import Any
 from alkstore._acompat import aoffload
 from alkstore._sizes import surely_small
 
+from .codec import decode_or_none
 from .jobs_base import JobData
 from .native import resolve_async
 from .prepare import check_error
-from .results import ack_results, check_results_capability
+from .results import ack_results, check_results_capability, check_workflows_capability
 from .rows import ClaimRow
 from .seam_async import AsyncExecutor
 
@@ -58,6 +59,13 @@ class AsyncKitJob(JobData):
         check_results_capability(self._ex.capabilities)
         landed = await self._ex.ack(await resolve_async(tx, self._ex), (self._fence,), results)
         return self._landed(landed[0])
+
+    async def parent_results(self, tx: object | None = None) -> dict[int, Any]:
+        """The kept results (RS-1) of the jobs this one was enqueued after,
+        by id (WF-4); a parent without a kept result is absent."""
+        check_workflows_capability(self._ex.capabilities)
+        got = await self._ex.parent_results(await resolve_async(tx, self._ex), self.id)
+        return {i: decode_or_none(text) for i, text in sorted(got.items())}
 
     async def retry(
         self, error: str, delay_s: float | None = None, tx: object | None = None

@@ -85,6 +85,10 @@ def prepare_job(
         opts = _DEFAULT_ENQUEUE
     elif not isinstance(opts, EnqueueOpts):
         raise InvalidArgument(f"opts must be EnqueueOpts, not {type(opts).__name__}")
+    if unique_key is not None and opts.after:
+        # A waiting job holds no key (WF-1), so its release could find the
+        # key taken and have nowhere to go.
+        raise InvalidArgument("a unique job cannot wait for others (after=)")
     run_at = opts.run_at
     return NewJob(
         payload=encode_payload(payload),
@@ -105,6 +109,7 @@ def prepare_job(
         result_ttl_s=opts.result_ttl_s
         if opts.result_ttl_s is not None
         else queue_opts.result_ttl_s,
+        after=tuple(opts.after),
     )
 
 
@@ -141,6 +146,8 @@ def encode_enqueue_opts(opts: EnqueueOpts | None) -> str | None:
         raise InvalidArgument(f"opts must be EnqueueOpts, not {type(opts).__name__}")
     if opts.run_at is not None:
         raise InvalidArgument("a schedule's opts cannot set run_at; use delay_s")
+    if opts.after:
+        raise InvalidArgument("a schedule's opts cannot set after: each fire is a new job")
     data: dict[str, Any] = {
         "priority": opts.priority,
         "delay_s": opts.delay_s,

@@ -51,6 +51,7 @@ from .results import (
     ack_results,
     check_result_wait,
     check_results_capability,
+    check_workflows_capability,
     result_wake_key,
 )
 from .rows import ClaimRow, Fence, NewJob, RateSpec
@@ -148,6 +149,8 @@ class KitQueue(QueueBase):
             raise StoreClosed("the store was closed")
 
     def _insert(self, tx: object | None, jobs: list[NewJob], wait_s: float = 0) -> list[Any]:
+        if jobs[0].after:
+            check_workflows_capability(self._ex.capabilities)
         tx = resolve_sync(tx, self._ex)
         max_depth = self._opts.max_depth
         if max_depth is None:

@@ -23,6 +23,7 @@ __all__ = [
     "ack_results",
     "check_result_wait",
     "check_results_capability",
+    "check_workflows_capability",
     "result_wake_key",
 ]
 
@@ -73,6 +74,15 @@ def check_results_capability(capabilities: frozenset[Capability]) -> None:
     """CF-1: an engine that does not declare ``results`` keeps none."""
     if Capability.RESULTS not in capabilities:
         raise UnsupportedOperation("this engine does not keep results (capability 'results')")
+
+
+def check_workflows_capability(capabilities: frozenset[Capability]) -> None:
+    """CF-1: an engine that does not declare ``workflows`` cannot hold a job
+    back for others (WF-1)."""
+    if Capability.WORKFLOWS not in capabilities:
+        raise UnsupportedOperation(
+            "this engine cannot make jobs wait for others (capability 'workflows')"
+        )
 
 
 def check_result_wait(wait_s: object, tx: object | None) -> float:

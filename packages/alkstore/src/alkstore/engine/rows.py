@@ -44,6 +44,8 @@ class NewJob(NamedTuple):
     ``unique_key`` (Q-23), ``group`` and ``group_limit`` (Q-25) are ``None``
     for a plain job; ``trace_context`` is the encoded W3C context (O-2);
     ``result_ttl_s`` the RS-1 stamp (``None``: the ack keeps nothing).
+    ``after`` the ids the job waits for (WF-1), ascending; ``()`` for none.
+    With ``after``, ``delay_s`` counts from the job's release.
     """
 
     payload: str
@@ -60,6 +62,7 @@ class NewJob(NamedTuple):
     group_limit: int | None = None
     trace_context: str | None = None
     result_ttl_s: float | None = None
+    after: tuple[int, ...] = ()
 
 
 class Inserted(NamedTuple):
@@ -140,7 +143,8 @@ class JobRow:
     """A job as ``get_job`` and ``list_jobs`` read it, in any state (Q-14).
     ``state`` is ``'pending'``, ``'processing'``, ``'dead'`` or ``'done'``
     (RS-1: ``result`` is the kept result's stored text, ``finished_at`` the
-    ack's time)."""
+    ack's time), or ``'waiting'`` (WF-1: ``waiting_on`` the unfinished
+    parents, ascending; an engine fills it after :func:`job_row`)."""
 
     id: int
     queue: str
@@ -167,6 +171,7 @@ class JobRow:
     result_ttl_s: float | None = None
     result: str | None = None
     finished_at: datetime | None = None
+    waiting_on: tuple[int, ...] = ()
 
 
 def job_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> JobRow:

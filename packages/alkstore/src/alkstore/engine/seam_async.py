@@ -145,6 +145,13 @@ class AsyncExecutor(ExecutorBase[TxT], Protocol[TxT]):
         With *tx*, read in the caller's transaction. A pure read (C-8)."""
         ...
 
+    async def parent_results(self, tx: TxT | None, job_id: int) -> dict[int, str]:
+        """WF-4: the kept results (stored text) of the jobs the live job
+        *job_id* was enqueued after, by id; a parent without a kept result
+        not yet past its time is absent. With *tx*, read in the caller's
+        transaction. A pure read."""
+        ...
+
     async def queue_stats(self, queue: str | None) -> list[QueueStats]:
         """Counts of one queue (always one row), or of every queue with rows."""
         ...

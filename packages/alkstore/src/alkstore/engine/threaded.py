@@ -400,6 +400,7 @@ class ThreadedAsyncExecutor:
     cancel = _in_threads(Executor.cancel, takes_tx=True)
     get_job = _in_threads(Executor.get_job)
     get_result = _in_threads(Executor.get_result, takes_tx=True)
+    parent_results = _in_threads(Executor.parent_results, takes_tx=True)
     list_jobs = _in_threads(Executor.list_jobs)
     queue_stats = _in_threads(Executor.queue_stats)
     sweep = _in_threads(Executor.sweep)
