@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -13,28 +14,13 @@ from alkstore import JobState, QueueOpts
 from alkstore_sqlite import SQLiteStore, _sql
 
 
-def _v3_file(path: str) -> None:
-    """A file as the previous release left it: schema version 3, one job."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        for version in (1, 2, 3):
-            for statement in _sql.MIGRATIONS[version]:
-                conn.execute(statement)
-        conn.execute(_sql.SET_VERSION, {"version": "3"})
-        conn.execute(
-            "INSERT INTO __alkstore_jobs (queue, state, payload, priority, run_at, ready_at, "
-            "created_at, max_attempts, visibility_timeout_s, backoff_base_s) "
-            "VALUES ('q', 'pending', '\"old\"', 0, 0, 0, 0, 3, 30, 1)"
-        )
-    finally:
-        conn.close()
-
-
 @pytest.mark.clause("RS-1", "ST-1")
-def test_version_3_is_upgraded_keeping_its_jobs(db_path: str) -> None:
+def test_version_3_is_upgraded_keeping_its_jobs(
+    old_file: Callable[[int], None], db_path: str
+) -> None:
     """The upgrade to 4 adds the stamp and the results table; the old job runs, and a
     stamped job keeps its result."""
-    _v3_file(db_path)
+    old_file(3)
     with SQLiteStore(db_path) as store:
         q = store.queue("q")
         old = q.claim("w")

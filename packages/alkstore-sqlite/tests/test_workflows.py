@@ -5,6 +5,7 @@ place, and a parent's ack that touches only its own children's rows."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 import pytest
 
@@ -12,27 +13,12 @@ from alkstore import EnqueueOpts, JobState, QueueOpts
 from alkstore_sqlite import SQLiteStore, _sql
 
 
-def _v4_file(path: str) -> None:
-    """A file as the previous release left it: schema version 4, one job."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        for version in (1, 2, 3, 4):
-            for statement in _sql.MIGRATIONS[version]:
-                conn.execute(statement)
-        conn.execute(_sql.SET_VERSION, {"version": "4"})
-        conn.execute(
-            "INSERT INTO __alkstore_jobs (queue, state, payload, priority, run_at, ready_at, "
-            "created_at, max_attempts, visibility_timeout_s, backoff_base_s) "
-            "VALUES ('q', 'pending', '\"old\"', 0, 0, 0, 0, 3, 30, 1)"
-        )
-    finally:
-        conn.close()
-
-
 @pytest.mark.clause("WF-1", "ST-1")
-def test_version_4_is_upgraded_keeping_its_jobs(db_path: str) -> None:
+def test_version_4_is_upgraded_keeping_its_jobs(
+    old_file: Callable[[int], None], db_path: str
+) -> None:
     """The upgrade to 5 adds the waiting and edge tables; an old job can be a parent."""
-    _v4_file(db_path)
+    old_file(4)
     with SQLiteStore(db_path) as store:
         q = store.queue("q", QueueOpts(result_ttl_s=60))
         child = q.enqueue("new", EnqueueOpts(after=(1,)))

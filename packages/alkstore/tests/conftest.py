@@ -9,7 +9,7 @@ the PostgreSQL server the engine's test helpers find.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,23 @@ def store(url: str) -> Iterator[Store]:
     """An open store (schema created) at *url*."""
     with alkstore.open(url) as opened:
         yield opened
+
+
+#: ``main(argv)`` run in-process: exit status, stdout, stderr.
+CliRun = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> CliRun:
+    """Run the ``alkstore`` command in this process with *argv*."""
+    from alkstore.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
 
 
 @pytest.fixture(autouse=True)

@@ -5,29 +5,12 @@ acked job is kept only with ``result_ttl_s``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-import alkstore
 from alkstore import QueueOpts, Store
-from alkstore.cli import main
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def store(url: str) -> Iterator[Store]:
-    opened = alkstore.open(url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _done_job(store: Store) -> int:
@@ -40,16 +23,16 @@ def _done_job(store: Store) -> int:
 
 @pytest.mark.clause("RS-1")
 def test_job_shows_a_done_jobs_result(
-    capsys: pytest.CaptureFixture[str], url: str, store: Store
+    run_cli: Callable[..., tuple[int, str, str]], url: str, store: Store
 ) -> None:
     job_id = _done_job(store)
-    code, out, err = _run(capsys, "--url", url, "job", "emails", str(job_id), "--json")
+    code, out, err = run_cli("--url", url, "job", "emails", str(job_id), "--json")
     assert (code, err) == (0, "")
     data: dict[str, Any] = json.loads(out)
     assert data["state"] == "done"
     assert data["result"] == {"sent": True, "id": "m-1"}
     assert data["finished_at"] is not None and data["result_ttl_s"] == 3600.0
-    code, out, _ = _run(capsys, "--url", url, "job", "emails", str(job_id))
+    code, out, _ = run_cli("--url", url, "job", "emails", str(job_id))
     assert code == 0
     lines = {line.split()[0]: line for line in out.splitlines()}
     assert lines["state"].split()[1] == "done"
@@ -57,14 +40,16 @@ def test_job_shows_a_done_jobs_result(
 
 
 @pytest.mark.clause("RS-1")
-def test_jobs_lists_done_jobs(capsys: pytest.CaptureFixture[str], url: str, store: Store) -> None:
+def test_jobs_lists_done_jobs(
+    run_cli: Callable[..., tuple[int, str, str]], url: str, store: Store
+) -> None:
     job_id = _done_job(store)
-    code, out, err = _run(capsys, "--url", url, "jobs", "emails", "--state", "done", "--json")
+    code, out, err = run_cli("--url", url, "jobs", "emails", "--state", "done", "--json")
     assert (code, err) == (0, "")
     assert [(j["id"], j["result"]) for j in json.loads(out)] == [
         (job_id, {"sent": True, "id": "m-1"})
     ]
-    code, out, _ = _run(capsys, "--url", url, "jobs", "emails", "--state", "done")
+    code, out, _ = run_cli("--url", url, "jobs", "emails", "--state", "done")
     assert code == 0
     header, row = out.splitlines()[:2]
     assert "FINISHED_AT" in header and "RESULT" in header
@@ -73,13 +58,13 @@ def test_jobs_lists_done_jobs(capsys: pytest.CaptureFixture[str], url: str, stor
 
 @pytest.mark.clause("RS-1")
 def test_job_of_an_acked_job_without_the_stamp_says_why_it_is_gone(
-    capsys: pytest.CaptureFixture[str], url: str, store: Store
+    run_cli: Callable[..., tuple[int, str, str]], url: str, store: Store
 ) -> None:
     q = store.queue("emails")
     job_id = q.enqueue(1)
     job = q.claim("w")
     assert job is not None and job.ack()
-    code, out, err = _run(capsys, "--url", url, "job", "emails", str(job_id))
+    code, out, err = run_cli("--url", url, "job", "emails", str(job_id))
     assert code == 1 and out == ""
     assert f"no job {job_id} in queue 'emails'" in err
     assert "result_ttl_s" in err

@@ -5,29 +5,12 @@ lists them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-import alkstore
 from alkstore import EnqueueOpts, Store
-from alkstore.cli import main
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def store(url: str) -> Iterator[Store]:
-    opened = alkstore.open(url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _waiting_job(store: Store) -> tuple[int, int, int]:
@@ -38,33 +21,33 @@ def _waiting_job(store: Store) -> tuple[int, int, int]:
 
 @pytest.mark.clause("WF-1")
 def test_job_shows_a_waiting_jobs_parents(
-    capsys: pytest.CaptureFixture[str], url: str, store: Store
+    run_cli: Callable[..., tuple[int, str, str]], url: str, store: Store
 ) -> None:
     a, b, child = _waiting_job(store)
-    code, out, err = _run(capsys, "--url", url, "job", "--queue", "reports", str(child), "--json")
+    code, out, err = run_cli("--url", url, "job", "--queue", "reports", str(child), "--json")
     assert (code, err) == (0, "")
     data: dict[str, Any] = json.loads(out)
     assert (data["state"], data["waiting_on"]) == ("waiting", [a, b])
-    code, out, err = _run(capsys, "--url", url, "job", "--queue", "reports", str(child))
+    code, out, err = run_cli("--url", url, "job", "--queue", "reports", str(child))
     assert (code, err) == (0, "")
     lines = {line.split()[0]: line for line in out.splitlines()}
     assert lines["state"].split()[1] == "waiting"
     assert lines["waiting_on"].split(None, 1)[1] == f"{a}, {b}"
-    code, out, err = _run(capsys, "--url", url, "job", "--queue", "reports", str(a))
+    code, out, err = run_cli("--url", url, "job", "--queue", "reports", str(a))
     assert code == 0 and "waiting_on" not in out
 
 
 @pytest.mark.clause("WF-1")
 def test_jobs_lists_waiting_jobs_with_their_parents(
-    capsys: pytest.CaptureFixture[str], url: str, store: Store
+    run_cli: Callable[..., tuple[int, str, str]], url: str, store: Store
 ) -> None:
     a, b, child = _waiting_job(store)
-    code, out, err = _run(capsys, "--url", url, "jobs", "--queue", "reports", "--state", "waiting")
+    code, out, err = run_cli("--url", url, "jobs", "--queue", "reports", "--state", "waiting")
     assert (code, err) == (0, "")
     header, row = out.splitlines()[:2]
     assert header.split()[-1] == "WAITING_ON"
     assert row.split()[0] == str(child) and row.rstrip().endswith(f"{a}, {b}")
-    code, out, err = _run(
-        capsys, "--url", url, "jobs", "--queue", "reports", "--state", "waiting", "--json"
+    code, out, err = run_cli(
+        "--url", url, "jobs", "--queue", "reports", "--state", "waiting", "--json"
     )
     assert [j["id"] for j in json.loads(out)] == [child]

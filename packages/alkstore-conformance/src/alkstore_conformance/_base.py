@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import signal
 import threading
 import time
 import uuid
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 C = TypeVar("C", bound=type)
 
@@ -146,6 +148,14 @@ def race(
         return [results.get(timeout=120) for _ in procs]
     finally:
         reap(procs, go)
+
+
+def kills_a_process(test: F) -> F:
+    """Mark a crash test: it runs a child process and SIGKILLs it (POSIX only)."""
+    marked: F = pytest.mark.cross_process(
+        pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX signals")(test)
+    )
+    return marked
 
 
 def kill_hard(proc: SpawnProcess) -> None:

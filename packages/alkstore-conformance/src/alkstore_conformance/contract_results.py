@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing
-import signal
 import threading
 import time
 from multiprocessing.queues import Queue as MPQueue
@@ -41,6 +40,7 @@ from ._base import (
     eventually,
     kill_hard,
     killed_at_exit,
+    kills_a_process,
     reap,
     requires,
     signals,
@@ -557,8 +557,7 @@ class ResultsContract(ContractBase):
     # --------------------------------------------------------- crash case
 
     @pytest.mark.clause("RS-1", "W-6")
-    @pytest.mark.cross_process
-    @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX signals")
+    @kills_a_process
     def test_a_worker_killed_after_its_acks_committed_loses_no_result(
         self, store: Store, store_factory: StoreFactory
     ) -> None:

@@ -49,7 +49,16 @@ from alkstore import (
     Worker,
 )
 
-from ._base import ContractBase, eventually, kill_hard, own_table, requires, spawn, unique
+from ._base import (
+    ContractBase,
+    eventually,
+    kill_hard,
+    kills_a_process,
+    own_table,
+    requires,
+    spawn,
+    unique,
+)
 from ._children_worker import run_worker_until_signalled, run_worker_with_stuck_settles
 from ._doubles import (
     CountingQueue,
@@ -740,8 +749,7 @@ class WorkerContract(ContractBase):
         assert q.stats().processing == 0
 
     @pytest.mark.clause("W-6", "Q-6")
-    @pytest.mark.cross_process
-    @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX signals")
+    @kills_a_process
     def test_jobs_whose_flush_never_committed_run_again_after_a_crash(
         self, store: Store, store_factory: StoreFactory
     ) -> None:

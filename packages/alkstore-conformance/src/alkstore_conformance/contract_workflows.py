@@ -32,7 +32,7 @@ from alkstore import (
 )
 
 from . import _children_results
-from ._base import ContractBase, eventually, requires, spawn, unique
+from ._base import ContractBase, eventually, kills_a_process, requires, spawn, unique
 from ._factory import StoreFactory
 from ._queue_helpers import LONG_S, WAKE_BOUND_S, claim_one, counts, info_of
 
@@ -259,8 +259,7 @@ class WorkflowContract(ContractBase):
     # --------------------------------------------------------- crash case
 
     @pytest.mark.clause("WF-2", "W-6")
-    @pytest.mark.cross_process
-    @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX signals")
+    @kills_a_process
     def test_a_worker_killed_after_a_parents_ack_loses_no_release(
         self, store: Store, store_factory: StoreFactory
     ) -> None:
