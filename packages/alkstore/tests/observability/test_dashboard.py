@@ -570,7 +570,8 @@ def tab_counts(page: str) -> dict[str, str]:
 
 def seed_live(store: Store) -> dict[str, list[int]]:
     """The jobs of queue ``live`` in every state, by state: two pending, one
-    scheduled, one processing (claimed by ``w-7``), one dead, one done."""
+    scheduled, one processing (claimed by ``w-7``), one waiting on it, one
+    dead, one done."""
     from alkstore import EnqueueOpts
 
     q = store.queue("live", QueueOpts(max_attempts=2, result_ttl_s=3600))
@@ -587,7 +588,9 @@ def seed_live(store: Store) -> dict[str, list[int]]:
     assert running is not None and running.id == running_id
     pending = q.enqueue_many([{"step": "pending", "n": n} for n in range(2)])
     scheduled = q.enqueue({"step": "later"}, EnqueueOpts(delay_s=3600))
+    waiting = q.enqueue({"step": "after running"}, EnqueueOpts(after=(running_id,)))
     return {
+        "waiting": [waiting],
         "pending": list(pending),
         "scheduled": [scheduled],
         "processing": [running_id],
@@ -597,12 +600,12 @@ def seed_live(store: Store) -> dict[str, list[int]]:
 
 
 def test_the_queue_page_offers_every_state_of_the_contract(store: Store, client: Client) -> None:
-    """O-6: the states are JobState's, in its order, with scheduled after
+    """O-6: the states are JobState's, waiting first, with scheduled after
     pending; each tab counts its jobs and lists exactly them."""
     from alkstore.observability.dashboard._live import job_states
 
     states = job_states()
-    assert states == ("pending", "scheduled", "processing", "dead", "done")
+    assert states == ("waiting", "pending", "scheduled", "processing", "dead", "done")
     assert {s.value for s in JobState} <= set(states)
     jobs = seed_live(store)
     for state in states:

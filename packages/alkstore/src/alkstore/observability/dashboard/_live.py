@@ -44,10 +44,11 @@ _SCAN_PAGE = 500
 
 
 def job_states() -> tuple[str, ...]:
-    """The states a queue's page offers, in the contract's order, with
-    ``scheduled`` right after ``pending``."""
+    """The states a queue's page offers: the contract's, in the order of a
+    job's life (``waiting`` before ``pending``, whatever place ``JobState``
+    gives it), with ``scheduled`` right after ``pending``."""
     states: list[str] = []
-    for state in JobState:
+    for state in sorted(JobState, key=lambda s: s is not JobState.WAITING):  # stable
         states.append(state.value)
         if state is JobState.PENDING:
             states.append(SCHEDULED)
