@@ -41,6 +41,7 @@ _EXPORTS = {
     "NotificationContract": ".contract_notify",
     "OutboxContract": ".contract_outbox",
     "QueueContract": ".contract_queue",
+    "ReplaceContract": ".contract_replace",
     "ResultsContract": ".contract_results",
     "SchedulerContract": ".contract_scheduler",
     "ScopingContract": ".contract_scoping",
@@ -72,6 +73,7 @@ __all__ = [
     "NotificationContract",
     "OutboxContract",
     "QueueContract",
+    "ReplaceContract",
     "ResultsContract",
     "SchedulerContract",
     "ScopingContract",
@@ -120,6 +122,7 @@ if TYPE_CHECKING:
     from .contract_notify import NotificationContract
     from .contract_outbox import OutboxContract
     from .contract_queue import QueueContract
+    from .contract_replace import ReplaceContract
     from .contract_results import ResultsContract
     from .contract_scheduler import SchedulerContract
     from .contract_scoping import ScopingContract

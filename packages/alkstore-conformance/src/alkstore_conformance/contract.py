@@ -14,6 +14,7 @@ from .contract_lock import LockContract
 from .contract_notify import NotificationContract
 from .contract_outbox import OutboxContract
 from .contract_queue import QueueContract
+from .contract_replace import ReplaceContract
 from .contract_results import ResultsContract
 from .contract_scheduler import SchedulerContract
 from .contract_scoping import ScopingContract
@@ -40,6 +41,7 @@ class StoreContract(
     ResultsContract,
     WorkflowContract,
     JobControlContract,
+    ReplaceContract,
     TransactionContract,
     TracingContract,
     OutboxContract,
