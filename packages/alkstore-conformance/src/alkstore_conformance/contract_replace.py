@@ -33,6 +33,7 @@ from alkstore import (
     JobInfo,
     JobState,
     Queue,
+    QueueFull,
     QueueOpts,
     Store,
 )
@@ -226,6 +227,20 @@ class ReplaceContract(ContractBase):
         assert first.ack()
         nxt = claim_one(q)
         assert (nxt.id, nxt.payload) == (held.id, "v2")
+
+    @pytest.mark.clause("Q-29", "Q-24")
+    @pytest.mark.requires(Capability.BOUNDED_QUEUES)
+    def test_a_full_bounded_queue_still_takes_a_replace_of_its_holder(self, store: Store) -> None:
+        """A replace or debounce of a waiting job adds no job, so ``max_depth`` never refuses
+        it; a new key on the full queue still does."""
+        q = _long(store, max_depth=1)
+        held = q.enqueue_unique("k", "v1", EnqueueOpts(delay_s=LONG_S))
+        for kwargs in ({"on_conflict": "replace"}, {"debounce_s": LONG_S}):
+            assert q.enqueue_unique("k", "v2", **kwargs) == Enqueued(held.id, False)
+        assert info_of(q, held.id).payload == "v2"
+        with pytest.raises(QueueFull):
+            q.enqueue_unique("other", "x", on_conflict="replace", debounce_s=1.0)
+        assert counts(q) == (0, 1, 0, 0)
 
     # ============================================================= debounce
 

@@ -828,11 +828,16 @@ WHERE queue = %(queue)s::text AND unique_key = ANY (%(keys)s::text[])
 """
 
 # Q-29: the pending holder of a key, replaced or debounced in place, in one
-# statement (nothing else runs when it finds one). The holder is locked
-# first, so that its ready time before the change is known: the commit
-# wakes the queue only when the job became ready earlier (a debounce pushes
-# it later, and a claim asleep until the old time finds nothing and sleeps
-# again). Its id, created_at, attempts, claim number, key and group stay; a
+# statement (nothing else runs when it finds one). Its ready time before the
+# change is read in the same statement, so that the commit wakes the queue
+# only when the job became ready earlier (a debounce pushes it later, and a
+# claim asleep until the old time finds nothing and sleeps again). That
+# read takes no lock (a row lock would be one more write of the row per
+# call): under a concurrent change of the same holder the comparison may be
+# made with the version before it, which costs at worst a wake for nothing
+# or a late one; wakes are hints (Q-19). The update's own WHERE repeats the
+# conditions, so that a holder claimed or deleted meanwhile is left alone.
+# Its id, created_at, attempts, claim number, key and group stay; a
 # processing holder, or one past its expiry (the insert path frees that
 # key), is left alone. The new time is the enqueue's (or now plus the
 # debounce), no later than created_at plus max_wait_s when that is set
@@ -842,17 +847,15 @@ _HOLDER_RUN_AT = (
     "LEAST(COALESCE(%(run_at)s::timestamptz, c.t + %(delay_s)s::float8 * interval '1 second'), "
     "j.created_at + %(max_wait_s)s::float8 * interval '1 second')"
 )
+_HOLDER_IS = f"""{{t}}queue = %(queue)s::text AND {{t}}unique_key = %(key)s::text
+      AND {{t}}state = 'pending' AND ({{t}}expires_at IS NULL OR {{t}}expires_at > {_NOW})"""
 _HOLDER_UPDATE = f"""
 WITH {_CLOCK},
-old AS MATERIALIZED (
-    SELECT id, ready_at FROM {{schema}}.jobs
-    WHERE queue = %(queue)s::text AND unique_key = %(key)s::text AND state = 'pending'
-      AND (expires_at IS NULL OR expires_at > {_NOW})
-    FOR UPDATE),
 moved AS (
     UPDATE {{schema}}.jobs j SET {{sets}}run_at = {_HOLDER_RUN_AT}, ready_at = {_HOLDER_RUN_AT}
-    FROM old o, clock c
-    WHERE j.id = o.id
+    FROM (SELECT id, ready_at FROM {{schema}}.jobs WHERE {_HOLDER_IS.replace("{t}", "")}) o,
+        clock c
+    WHERE j.id = o.id AND {_HOLDER_IS.replace("{t}", "j.")}
     RETURNING j.id, j.grp, j.group_limit, j.ready_at < o.ready_at AS earlier),
 wake AS MATERIALIZED (
     SELECT pg_notify(%(wake)s::text, %(queue)s::text) FROM moved WHERE moved.earlier)
