@@ -38,7 +38,7 @@ from alkstore import (
     Store,
 )
 
-from ._base import ContractBase, unique
+from ._base import ContractBase, requires, unique
 from ._factory import StoreFactory
 from ._queue_helpers import (
     LONG_S,
@@ -52,10 +52,6 @@ from ._queue_helpers import (
 )
 
 __all__ = ["ReplaceContract"]
-
-REPLACE = pytest.mark.requires(
-    Capability.QUEUES, Capability.UNIQUE_KEYS, Capability.REPLACE_DEBOUNCE
-)
 
 #: How many times the one-job test enqueues its debounced key (the engines'
 #: own tests do it 10,000 times and count the rows of their tables).
@@ -82,7 +78,7 @@ def _tol() -> float:
     return seconds(STAMP_TOLERANCE)
 
 
-@REPLACE
+@requires(Capability.QUEUES, Capability.UNIQUE_KEYS, Capability.REPLACE_DEBOUNCE)
 class ReplaceContract(ContractBase):
     """Replace and debounce (Q-29)."""
 
