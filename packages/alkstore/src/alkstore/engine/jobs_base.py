@@ -15,7 +15,7 @@ from alkstore.backoff import delay as backoff_delay
 from alkstore.errors import InvalidArgument
 from alkstore.types import check_duration
 
-from .codec import UNDECODABLE, try_decode
+from .codec import UNDECODABLE, let_the_loop_run, try_decode
 from .faces import FaceMark, check_face
 from .infos import trace_context_of
 from .prepare import check_error
@@ -148,6 +148,7 @@ def decode_claims(
     bad: list[ClaimRow] = []
     for row in rows:
         value = try_decode(row.payload)
+        let_the_loop_run(row.payload)
         if value is UNDECODABLE:
             bad.append(row)
         else:

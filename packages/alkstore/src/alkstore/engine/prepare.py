@@ -18,6 +18,7 @@ from alkstore.names import check_worker_id, default_owner, encode_payload, valid
 from alkstore.specs import ScheduleSpec, check_timezone, parse
 from alkstore.types import EnqueueOpts, QueueOpts, check_duration, check_int
 
+from .codec import let_the_loop_run
 from .rows import NewJob, RateSpec
 
 __all__ = [
@@ -128,7 +129,9 @@ def check_results(ttls: Sequence[float | None], results: Sequence[Any]) -> list[
                 "this job keeps no result: give it result_ttl_s (QueueOpts or EnqueueOpts) "
                 "to keep one"
             )
-        out.append(encode_payload(value))
+        text = encode_payload(value)
+        let_the_loop_run(text)
+        out.append(text)
     return out
 
 
