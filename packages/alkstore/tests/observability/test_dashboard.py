@@ -143,7 +143,8 @@ def dead_ids(page: str) -> list[int]:
 
 
 def seed(store: Store) -> list[int]:
-    """Two queues with jobs in every state; the ids of three dead emails."""
+    """Two queues with jobs in every state (a waiting one in reports); the
+    ids of three dead emails."""
     emails = store.queue("emails", QueueOpts(max_attempts=1))
     emails.enqueue_many([{"to": f"u{i}@example.com"} for i in range(8)])
     dead = []
@@ -156,7 +157,9 @@ def seed(store: Store) -> list[int]:
     from alkstore import EnqueueOpts
 
     emails.enqueue({"later": True}, EnqueueOpts(delay_s=3600))
-    store.queue("reports").enqueue({"kind": "daily"})
+    reports = store.queue("reports")
+    daily = reports.enqueue({"kind": "daily"})
+    reports.enqueue({"kind": "summary"}, EnqueueOpts(after=[daily]))  # waiting (WF-1)
     return dead
 
 
