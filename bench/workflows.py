@@ -6,7 +6,9 @@ shape), in one run, shapes round-robin over the repetitions:
 
 - ``independent``: N jobs, no ``after=`` (the reference);
 - ``fan_out``: one root, N - 1 children ``after=[root]``;
-- ``fan_in``: N - 1 parents, one child ``after=`` all of them;
+- ``fan_in``: N - 1 parents, one child ``after=`` all of them; WF-1 takes at
+  most 1,000 ids, so beyond that the parents are gathered by a job per
+  1,000 first (10 more jobs for N = 10,000);
 - ``chain``: N jobs, each ``after=`` the one before;
 - ``layers``: 20 layers of N / 20; a job of layer k waits for two of layer
   k - 1 (its own index and the next, wrapping), so every layer but the first
@@ -46,6 +48,7 @@ from psycopg import sql
 
 import alkstore
 from alkstore import EnqueueOpts, Job, Worker
+from alkstore.types import MAX_AFTER
 
 QUEUE = "wf-bench"
 SHAPES = ("independent", "fan_out", "fan_in", "chain", "layers")
@@ -90,6 +93,15 @@ def _build(q: alkstore.Queue, shape: str, n: int) -> dict[int, list[int]]:
         ups = many(n - 1)
         for job_id in ups:
             parents[job_id] = []
+        # WF-1 takes at most MAX_AFTER ids: beyond that, gather jobs between.
+        while len(ups) > MAX_AFTER:
+            gathers = []
+            for i in range(0, len(ups), MAX_AFTER):
+                part = ups[i : i + MAX_AFTER]
+                gather = q.enqueue({"gather": i}, EnqueueOpts(after=part))
+                parents[gather] = part
+                gathers.append(gather)
+            ups = gathers
         parents[q.enqueue({"sink": True}, EnqueueOpts(after=ups))] = ups
     elif shape == "chain":
         last = q.enqueue({"i": 0})
