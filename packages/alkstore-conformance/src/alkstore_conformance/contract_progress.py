@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from alkstore import (
+    AsyncStore,
+    AsyncWorker,
     Capability,
     InvalidArgument,
     Job,
@@ -32,6 +34,7 @@ from . import _children_progress
 from ._base import ContractBase, kill_hard, killed_at_exit, kills_a_process, requires, spawn, unique
 from ._factory import StoreFactory
 from ._queue_helpers import LONG_S, claim_one, info_of, lapse
+from .contract_async import ASYNC_ONLY, run_async
 
 __all__ = ["ProgressContract"]
 
@@ -250,6 +253,43 @@ class ProgressContract(ContractBase):
         assert Worker(store, q, handler).run_until_empty() == 2
         assert seen == [None, {"next": 4}]
         assert q.stats().dead == 0 and q.claim("w") is None
+
+    @pytest.mark.clause("Q-28", "A-5")
+    @pytest.mark.requires(Capability.ASYNC)
+    @ASYNC_ONLY
+    def test_an_async_handler_resumes_from_its_checkpoint(
+        self, store_factory: StoreFactory
+    ) -> None:
+        """Q-28: an AsyncWorker's handler awaits job.progress; the retry's handler reads
+        the last checkpoint; progress of an AsyncJob in an async transaction lands with
+        it."""
+
+        async def body(astore: AsyncStore) -> None:
+            q = astore.queue(unique(), QueueOpts(max_attempts=3, backoff_base_s=0))
+            job_id = await q.enqueue({"items": 5})
+            seen: list[Any] = []
+
+            async def handler(job: Any) -> None:
+                seen.append(job.checkpoint)
+                start = 0 if job.checkpoint is None else int(job.checkpoint["next"])
+                for item in range(start, 5):
+                    if item == 2 and job.attempts == 1:
+                        raise RuntimeError("interrupted")
+                    assert await job.progress({"next": item + 1})
+
+            assert await AsyncWorker(astore, q, handler).run_until_empty() == 2
+            assert seen == [None, {"next": 2}]
+            assert await q.get_job(job_id) is None
+            other = await q.enqueue("tx")
+            job = await q.claim("w")
+            assert job is not None and job.id == other
+            async with astore.transaction() as tx:
+                assert await job.progress({"in": "tx"}, tx=tx)
+            info = await q.get_job(other)
+            assert info is not None and info.progress == {"in": "tx"}
+            assert await job.ack()
+
+        run_async(store_factory, body)
 
     # --------------------------------------------------------- crash case
 
