@@ -40,6 +40,7 @@ _EXPORTS = {
     "LockContract": ".contract_lock",
     "NotificationContract": ".contract_notify",
     "OutboxContract": ".contract_outbox",
+    "ProgressContract": ".contract_progress",
     "QueueContract": ".contract_queue",
     "ResultsContract": ".contract_results",
     "SchedulerContract": ".contract_scheduler",
@@ -71,6 +72,7 @@ __all__ = [
     "LockContract",
     "NotificationContract",
     "OutboxContract",
+    "ProgressContract",
     "QueueContract",
     "ResultsContract",
     "SchedulerContract",
@@ -119,6 +121,7 @@ if TYPE_CHECKING:
     from .contract_lock import LockContract
     from .contract_notify import NotificationContract
     from .contract_outbox import OutboxContract
+    from .contract_progress import ProgressContract
     from .contract_queue import QueueContract
     from .contract_results import ResultsContract
     from .contract_scheduler import SchedulerContract

@@ -700,6 +700,29 @@ def test_the_job_page_shows_the_trace_id_of_the_enqueue(store: Store, client: Cl
     assert 'data-field="trace-id"' not in client.get(f"/job?queue=traced&id={untraced}").text
 
 
+@pytest.mark.clause("Q-28", "O-6")
+def test_the_job_page_shows_the_progress_checkpoint(store: Store, client: Client) -> None:
+    """O-6, Q-28: a job's page shows its last checkpoint as a named Progress block (not
+    among the unknown fields), escaped, on the running and on the dead job; a job without
+    one has no such block."""
+    q = store.queue("progressed", QueueOpts(max_attempts=1))
+    running_id, dead_id, plain_id = q.enqueue_many(["running", "dead", "plain"])
+    jobs = {j.payload: j for j in q.claim_batch("w", 3)}
+    assert jobs["running"].progress({"page": 3, "note": "<i>x</i>"})
+    assert jobs["dead"].progress({"page": 9}) and jobs["dead"].fail("boom")
+    running = client.get(f"/job?queue=progressed&id={running_id}").text
+    block = re.search(r'<pre class="" data-field="progress">(.*?)</pre>', running, re.S)
+    assert block is not None and "<h2>Progress</h2>" in running
+    assert html.unescape(block.group(1)) == '{\n  "page": 3,\n  "note": "<i>x</i>"\n}'
+    assert "<i>x</i>" not in running  # escaped
+    assert "<th>Progress</th>" not in running  # not the unknown-field row
+    dead = client.get(f"/job?queue=progressed&id={dead_id}").text
+    assert re.search(r'data-field="state">dead<', dead)
+    assert 'data-field="progress">' in dead and "&quot;page&quot;: 9" in dead
+    plain = client.get(f"/job?queue=progressed&id={plain_id}").text
+    assert 'data-field="progress"' not in plain and "<h2>Progress</h2>" not in plain
+
+
 def test_an_unknown_job_has_a_clear_page(store: Store, client: Client) -> None:
     """O-6: an id the queue does not have answers 404 with a page that says why."""
     seed_live(store)

@@ -67,6 +67,7 @@ def job_info(row: JobRow) -> JobInfo:
         result=None if row.result is None else decode_or_none(row.result),
         finished_at=row.finished_at,
         waiting_on=row.waiting_on,
+        progress=decode_or_none(row.progress),
     )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "check_limit",
     "check_lock_args",
     "check_offset",
+    "check_progress",
     "check_queue_opts",
     "check_rate_args",
     "check_results",
@@ -58,6 +59,8 @@ MAX_ID = 2**63 - 1
 MAX_OFFSET = MAX_ID
 #: Longest stored error text, in characters; longer texts are cut.
 MAX_ERROR_CHARS = 10_000
+#: Largest progress checkpoint, encoded (Q-28).
+MAX_PROGRESS_BYTES = 64 * 1024
 
 _DEFAULT_ENQUEUE = EnqueueOpts()
 _DEFAULT_QUEUE = QueueOpts()
@@ -133,6 +136,15 @@ def check_results(ttls: Sequence[float | None], results: Sequence[Any]) -> list[
         let_the_loop_run(text)
         out.append(text)
     return out
+
+
+def check_progress(value: Any) -> str | None:
+    """A progress checkpoint (Q-28) encoded by C-3's rules, at most
+    :data:`MAX_PROGRESS_BYTES`; ``None`` (clearing the checkpoint) stays
+    ``None``. Raises ``InvalidArgument`` before any write."""
+    if value is None:
+        return None
+    return encode_payload(value, limit=MAX_PROGRESS_BYTES, what="progress")
 
 
 def check_unique_key(key: object) -> str:

@@ -323,6 +323,11 @@ class HandlerJobBase:
         deadline: datetime = self._job.deadline
         return deadline
 
+    @property
+    def checkpoint(self) -> Any:
+        """Q-28: the job's last stored progress, ``None`` when never set."""
+        return getattr(self._job, "checkpoint", None)
+
     def _settled(self, ok: bool) -> bool:
         if ok:
             self._entry.settled = True
