@@ -13,7 +13,11 @@ otherwise:
 - ``in_flight``: as many rows claimed by another worker, not yet lapsed;
 - ``scheduled``: as many rows delayed by a day;
 - ``other_queue``: as many ready rows in another queue;
-- ``dead``: a very large dead-letter table for the queue.
+- ``dead``: a very large dead-letter table for the queue;
+- ``wf_waiting``: as many jobs of the queue enqueued ``after=`` a parent that
+  never finishes (WF-5: waiting jobs live outside the claim's table);
+- ``results``: as many kept results of the queue as there are dead letters
+  (RS-3: results live outside it too).
 
 Groups (Q-25), claims and acks of grouped jobs (``group_limit`` 2), ratios
 to the same ``baseline``:
@@ -65,6 +69,8 @@ from psycopg import sql
 
 import alkstore
 from alkstore import EnqueueOpts, QueueOpts
+from alkstore_postgres import _sql as pg_sql
+from alkstore_sqlite import _sql as sqlite_sql
 from bench.systems import QUEUE, Env, Sample, payload, timed_loop
 
 __all__ = ["SCENARIOS", "ScalingResult", "Scenario", "Sizes", "describe", "run_scaling"]
@@ -91,6 +97,8 @@ SCENARIOS: dict[str, Scenario] = {
     "scheduled": Scenario("+ {population:,} jobs of the queue delayed by a day"),
     "other_queue": Scenario("+ {population:,} ready jobs in another queue"),
     "dead": Scenario("+ {dead:,} dead letters of the queue"),
+    "wf_waiting": Scenario("+ {population:,} jobs of the queue waiting on a parent (WF-5)"),
+    "results": Scenario("+ {dead:,} kept results of the queue (RS-3)"),
     "groups_small": Scenario("{waiting:,} waiting jobs in {small_groups:,} groups, limit 2"),
     "groups": Scenario("{population:,} waiting jobs in {groups:,} groups, limit 2"),
     "groups_blocked": Scenario(
@@ -202,6 +210,7 @@ def _populate(
     key: str,
     sizes: Sizes,
     insert_dead: Callable[[int], None],
+    keep_results: Callable[[], None] = lambda: None,
 ) -> tuple[Callable[[], int], Callable[[int], None]]:
     """Build scenario *key* in *store*; return its timed step and its top-up."""
     q = store.queue(QUEUE)
@@ -257,6 +266,14 @@ def _populate(
         _enqueue_in_batches(store.queue(QUEUE + "-other"), sizes.population)
     elif key == "dead":
         insert_dead(sizes.dead)
+    elif key == "wf_waiting":
+        parent = store.queue(QUEUE + "-parent").enqueue(payload(0))
+        _enqueue_in_batches(q, sizes.population, EnqueueOpts(after=[parent]))
+    elif key == "results":
+        # Enqueued stamped, then moved to the results table in one statement
+        # each: a million acks through the API would take the whole run.
+        _enqueue_in_batches(q, sizes.dead, EnqueueOpts(result_ttl_s=_DAY_S))
+        keep_results()
     _enqueue_in_batches(q, sizes.waiting)
     return functools.partial(_claim_ack_one, q), _TopUp(q)
 
@@ -290,6 +307,23 @@ FROM generate_series(1, %(n)s) AS g
 """
 
 
+# Every job of the queue (all stamped, none claimed) becomes a kept result,
+# as an ack with ``result=None`` leaves it, kept for a day.
+_SQLITE_KEEP = f"""
+INSERT INTO __alkstore_results ({sqlite_sql._JOB_COLUMNS}, result, finished_at, keep_until)
+SELECT {sqlite_sql._JOB_COLUMNS}, 'null', :now, :now + 86400000000
+FROM __alkstore_jobs WHERE queue = :queue
+"""
+_SQLITE_KEPT = "DELETE FROM __alkstore_jobs WHERE queue = :queue"
+
+_PG_KEEP = f"""
+INSERT INTO {{schema}}.results ({pg_sql._JOB_COLUMNS}, result, finished_at, keep_until)
+SELECT {pg_sql._JOB_COLUMNS}, 'null'::json, now(), now() + interval '1 day'
+FROM {{schema}}.jobs WHERE queue = %(queue)s
+"""
+_PG_KEPT = "DELETE FROM {schema}.jobs WHERE queue = %(queue)s"
+
+
 class _Engine:
     """How to open one isolated store per scenario on an engine."""
 
@@ -299,6 +333,10 @@ class _Engine:
         raise NotImplementedError
 
     def insert_dead(self, key: str, n: int) -> None:
+        raise NotImplementedError
+
+    def keep_results(self, key: str) -> None:
+        """Every job of the queue becomes a kept result (RS-1)."""
         raise NotImplementedError
 
     def settle(self, key: str) -> None:
@@ -333,6 +371,18 @@ class _SQLite(_Engine):
         finally:
             conn.close()
 
+    def keep_results(self, key: str) -> None:
+        conn = sqlite3.connect(self._path(key), isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            params = {"queue": QUEUE, "now": time.time_ns() // 1000}
+            conn.execute(_SQLITE_KEEP, params)
+            conn.execute(_SQLITE_KEPT, params)
+            conn.execute("COMMIT")
+            conn.execute("ANALYZE")
+        finally:
+            conn.close()
+
     def cleanup(self) -> None:
         for name in os.listdir(self.tmpdir):
             if name.startswith("c8-"):
@@ -357,10 +407,16 @@ class _Postgres(_Engine):
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(stmt, {"base": _DEAD_ID_BASE, "queue": QUEUE, "n": n})
 
+    def keep_results(self, key: str) -> None:
+        schema = sql.Identifier(self._schema(key))
+        with psycopg.connect(self.url) as conn:
+            for stmt in (_PG_KEEP, _PG_KEPT):
+                conn.execute(sql.SQL(stmt).format(schema=schema), {"queue": QUEUE})
+
     def settle(self, key: str) -> None:
         schema = sql.Identifier(self._schema(key))
         with psycopg.connect(self.url, autocommit=True) as conn:
-            for table in ("jobs", "dead"):
+            for table in ("jobs", "dead", "waiting", "results"):
                 conn.execute(sql.SQL("VACUUM ANALYZE {}.{}").format(schema, sql.Identifier(table)))
 
     def cleanup(self) -> None:
@@ -417,7 +473,11 @@ def run_scaling(
             stores[key] = store
             try:
                 plans[key] = _populate(
-                    store, key, sizes, functools.partial(engine.insert_dead, key)
+                    store,
+                    key,
+                    sizes,
+                    functools.partial(engine.insert_dead, key),
+                    functools.partial(engine.keep_results, key),
                 )
             except alkstore.AlkstoreError as exc:  # e.g. an engine without groups
                 result.failed[key] = f"{type(exc).__name__}: {exc}"

@@ -124,6 +124,25 @@ BROKEN_REPLACE: dict[str, dict[str, str]] = {
     },
 }
 
+#: Variants of the progress checkpoint statements (Q-28), run against their area.
+BROKEN_PROGRESS: dict[str, dict[str, str]] = {
+    # A checkpoint lands whatever became of the claim.
+    "progress_unfenced": {
+        "PROGRESS": "UPDATE __alkstore_jobs SET progress = :progress "
+        "WHERE id = :id AND :claim = :claim AND :now = :now"
+    },
+    # The claim hands out no checkpoint: the next attempt starts over.
+    "claim_hides_checkpoint": {
+        name: getattr(_sql, name).replace("result_ttl_s, progress", "result_ttl_s, NULL")
+        for name in ("CLAIM", "CLAIM_AT", "CLAIM_FLAGGED")
+    },
+    # A job that dies loses its checkpoint.
+    "dead_loses_progress": {
+        name: getattr(_sql, name).replace(", progress, :last_error", ", NULL, :last_error")
+        for name in ("FENCED_TO_DEAD", "EXHAUSTED_TO_DEAD", "EXPIRED_TO_DEAD")
+    },
+}
+
 SUITE = """
 import pytest
 
@@ -148,7 +167,7 @@ class TestBrokenEngine({mixins}):
 
 
 def test_every_variant_replaces_a_real_statement() -> None:
-    every = {**BROKEN, **BROKEN_JOB_CONTROL, **BROKEN_RESULTS, **BROKEN_REPLACE}
+    every = {**BROKEN, **BROKEN_JOB_CONTROL, **BROKEN_RESULTS, **BROKEN_PROGRESS, **BROKEN_REPLACE}
     for variant, replacements in every.items():
         for name, sql in replacements.items():
             assert getattr(_sql, name) != sql, f"{variant}: {name} is not changed"
@@ -158,13 +177,20 @@ _MIXINS = {
     **dict.fromkeys(BROKEN, "QueueContract, BasicsContract"),
     **dict.fromkeys(BROKEN_JOB_CONTROL, "DeadLetterContract, JobControlContract"),
     **dict.fromkeys(BROKEN_RESULTS, "ResultsContract"),
+    **dict.fromkeys(BROKEN_PROGRESS, "ProgressContract"),
     **dict.fromkeys(BROKEN_REPLACE, "ReplaceContract"),
 }
 
 
 @pytest.mark.parametrize("variant", sorted(_MIXINS))
 def test_suite_fails_a_broken_engine(pytester: pytest.Pytester, variant: str) -> None:
-    replacements = {**BROKEN, **BROKEN_JOB_CONTROL, **BROKEN_RESULTS, **BROKEN_REPLACE}[variant]
+    replacements = {
+        **BROKEN,
+        **BROKEN_JOB_CONTROL,
+        **BROKEN_RESULTS,
+        **BROKEN_PROGRESS,
+        **BROKEN_REPLACE,
+    }[variant]
     suite = SUITE.format(replacements=replacements, mixins=_MIXINS[variant])
     pytester.makepyfile(test_broken=textwrap.dedent(suite))
     result = pytester.runpytest_subprocess(

@@ -75,6 +75,7 @@ PARAMS: dict[str, object] = {
     "last_error": "x",
     "wake": "c",
     "prefix": "result:",
+    "progress": None,
 }
 
 
@@ -148,7 +149,17 @@ def test_the_bounded_count_reads_a_limited_number_of_entries(busy: PostgresStore
 
 @pytest.mark.parametrize(
     "name",
-    ["ack", "heartbeat", "retry", "fenced_to_dead", "release", "cancel", "get_job", "ack_many"],
+    [
+        "ack",
+        "heartbeat",
+        "retry",
+        "fenced_to_dead",
+        "release",
+        "cancel",
+        "get_job",
+        "ack_many",
+        "progress",
+    ],
 )
 def test_handle_operations_find_the_row_by_primary_key(busy: PostgresStore, name: str) -> None:
     with _conn(busy) as conn:

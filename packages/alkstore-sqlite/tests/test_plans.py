@@ -65,11 +65,15 @@ def test_wait_and_sweep_statements_use_their_index(
     assert not any("TEMP B-TREE" in step for step in plan), plan
 
 
-@pytest.mark.parametrize("sql", [_sql.ACK, _sql.HEARTBEAT, _sql.RETRY_PENDING, _sql.FENCED_TO_DEAD])
+@pytest.mark.parametrize(
+    "sql", [_sql.ACK, _sql.HEARTBEAT, _sql.RETRY_PENDING, _sql.FENCED_TO_DEAD, _sql.PROGRESS]
+)
 def test_handle_operations_find_the_row_by_primary_key(
     busy_file: sqlite3.Connection, sql: str
 ) -> None:
-    plan = _plan(busy_file, sql, {**PARAMS, "deadline": 1, "run_at": 1, "last_error": "x"})
+    plan = _plan(
+        busy_file, sql, {**PARAMS, "deadline": 1, "run_at": 1, "last_error": "x", "progress": None}
+    )
     assert any("INTEGER PRIMARY KEY" in step for step in plan), plan
     assert not any(step.startswith("SCAN __alkstore_jobs") for step in plan), plan
 

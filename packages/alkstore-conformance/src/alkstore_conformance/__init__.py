@@ -40,6 +40,7 @@ _EXPORTS = {
     "LockContract": ".contract_lock",
     "NotificationContract": ".contract_notify",
     "OutboxContract": ".contract_outbox",
+    "ProgressContract": ".contract_progress",
     "QueueContract": ".contract_queue",
     "ReplaceContract": ".contract_replace",
     "ResultsContract": ".contract_results",
@@ -72,6 +73,7 @@ __all__ = [
     "LockContract",
     "NotificationContract",
     "OutboxContract",
+    "ProgressContract",
     "QueueContract",
     "ReplaceContract",
     "ResultsContract",
@@ -121,6 +123,7 @@ if TYPE_CHECKING:
     from .contract_lock import LockContract
     from .contract_notify import NotificationContract
     from .contract_outbox import OutboxContract
+    from .contract_progress import ProgressContract
     from .contract_queue import QueueContract
     from .contract_replace import ReplaceContract
     from .contract_results import ResultsContract

@@ -13,6 +13,7 @@ from .contract_jobcontrol import JobControlContract
 from .contract_lock import LockContract
 from .contract_notify import NotificationContract
 from .contract_outbox import OutboxContract
+from .contract_progress import ProgressContract
 from .contract_queue import QueueContract
 from .contract_replace import ReplaceContract
 from .contract_results import ResultsContract
@@ -40,6 +41,7 @@ class StoreContract(
     DeadLetterContract,
     ResultsContract,
     WorkflowContract,
+    ProgressContract,
     JobControlContract,
     ReplaceContract,
     TransactionContract,

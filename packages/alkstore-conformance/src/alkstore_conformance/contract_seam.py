@@ -294,6 +294,28 @@ class SeamContract(ContractBase):
         assert ex.ack(None, [fence(row)]) == [True]
         assert ex.heartbeat(fence(row), 10.0) is None
 
+    @pytest.mark.clause("Q-28")
+    @pytest.mark.requires(Capability.QUEUES, Capability.PROGRESS)
+    def test_seam_progress(self, ex: Executor[Any]) -> None:
+        q, row = self._one_claimed(ex)
+        assert row.progress is None
+        assert ex.progress(None, fence(row), '{"step":1}')
+        info = ex.get_job(q, row.id)
+        assert info is not None and info.progress == '{"step":1}'
+        assert info.deadline == row.deadline, "a checkpoint moves no deadline"
+        assert ex.retry(None, fence(row), 0.0, "again")
+        (again,) = self._claim(ex, q)
+        assert again.id == row.id and again.progress == '{"step":1}', "from the claim itself"
+        assert not ex.progress(None, fence(row), '{"step":9}'), "the old claim is gone"
+        assert ex.progress(None, fence(again), None)
+        info = ex.get_job(q, row.id)
+        assert info is not None and info.progress is None
+        assert ex.progress(None, fence(again), '"last"')
+        assert ex.fail(None, fence(again), "dead")
+        info = ex.get_job(q, row.id)
+        assert info is not None and (info.state, info.progress) == ("dead", '"last"')
+        assert not ex.progress(None, fence(again), '"late"')
+
     @pytest.mark.clause("Q-13")
     @QUEUES
     def test_seam_cancel(self, ex: Executor[Any]) -> None:

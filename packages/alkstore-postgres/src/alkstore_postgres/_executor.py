@@ -333,6 +333,9 @@ class PgExecutor(ExecutorBase):
     def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
         return self._run(self._ops.heartbeat(fence, extend_s))
 
+    def progress(self, tx: Joined | None, fence: Fence, value: str | None) -> bool:
+        return self._run(self._ops.progress(fence, value), tx)
+
     def cancel(self, tx: Joined | None, queue: str, job_id: int) -> bool:
         return self._run(self._ops.cancel(queue, job_id), tx)
 

@@ -350,6 +350,9 @@ class AsyncPgExecutor(ExecutorBase):
     async def heartbeat(self, fence: Fence, extend_s: float) -> datetime | None:
         return await self._run(self._ops.heartbeat(fence, extend_s))
 
+    async def progress(self, tx: AsyncJoined | None, fence: Fence, value: str | None) -> bool:
+        return await self._run(self._ops.progress(fence, value), tx)
+
     async def cancel(self, tx: AsyncJoined | None, queue: str, job_id: int) -> bool:
         return await self._run(self._ops.cancel(queue, job_id), tx)
 

@@ -517,6 +517,16 @@ class OpBook:
 
         return Op(plan)
 
+    def progress(self, fence: Fence, value: str | None) -> Op[bool]:
+        """Q-28: the checkpoint, fenced like a heartbeat (the deadline stays)."""
+        params = {**self._fence(fence), "progress": value}
+
+        def plan() -> Plan[bool]:
+            count = yield Q(self.st.progress, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan)
+
     def cancel(self, queue: str, job_id: int) -> Op[bool]:
         def plan() -> Plan[bool]:
             count, _ = yield Q(self.st.cancel, {"id": job_id, "queue": queue}, ONE)

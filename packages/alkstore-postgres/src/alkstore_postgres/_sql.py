@@ -28,7 +28,7 @@ from psycopg import sql
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Statements"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # ----------------------------------------------------------------------- schema
 
@@ -588,6 +588,17 @@ MIGRATIONS: dict[int, list[str]] = {
         END
         $body$""",
     ],
+    # Version 6 entries (other features of version 6 add theirs beside).
+    6: [
+        # --- Q-28 progress checkpoints (docs/adr/0022): the job's last
+        # checkpoint on the live row, carried with it to dead and back
+        # (redrive). No index, so a checkpoint write changes no indexed
+        # column and can be a HOT update; waiting rows never ran and have
+        # none (the WF functions leave it NULL).
+        "ALTER TABLE {schema}.jobs ADD COLUMN progress json",
+        "ALTER TABLE {schema}.dead ADD COLUMN progress json",
+        # --- end Q-28
+    ],
 }
 #: What each migration brings, for the error a role that cannot run it gets.
 MIGRATION_TITLES = {
@@ -596,6 +607,7 @@ MIGRATION_TITLES = {
     3: "group slots for ready rows first, expired slot holders",
     4: "kept results",
     5: "jobs that wait for other jobs",
+    6: "progress checkpoints",
 }
 
 # ------------------------------------------------------------------------ queue
@@ -612,10 +624,11 @@ _JOB_COLUMNS = (
 
 def _to_dead(source: str, error: str) -> str:
     """``INSERT INTO dead`` of the rows of CTE *source* (deleted from jobs),
-    stamping died_at and, with a retention, purge_at (Q-16)."""
+    stamping died_at and, with a retention, purge_at (Q-16); the progress
+    checkpoint goes with the row (Q-28)."""
     return (
-        f"INSERT INTO {{schema}}.dead ({_JOB_COLUMNS}, parents, last_error, died_at, purge_at) "
-        f"SELECT {_JOB_COLUMNS}, parents, {error}, {_NOW}, "
+        f"INSERT INTO {{schema}}.dead ({_JOB_COLUMNS}, parents, progress, last_error, died_at, "
+        f"purge_at) SELECT {_JOB_COLUMNS}, parents, progress, {error}, {_NOW}, "
         f"{_NOW} + dead_letter_retention_s * interval '1 second' FROM {source}"
     )
 
@@ -983,7 +996,8 @@ claimed AS (
     WHERE j.id = p.id
     RETURNING j.id, j.queue, j.payload::text AS payload, j.attempts, j.claims, j.max_attempts,
         j.priority, j.run_at, j.claimed_at, j.deadline, j.visibility_timeout_s,
-        j.backoff_base_s, j.grp, j.trace_context, j.result_ttl_s)
+        j.backoff_base_s, j.grp, j.trace_context, j.result_ttl_s,
+        j.progress::text AS progress)
 SELECT claimed.*, flag.exhausted
 FROM (SELECT (
         SELECT ready_at FROM {{schema}}.jobs
@@ -1137,6 +1151,13 @@ WHERE {_FENCE}
 RETURNING deadline
 """
 
+# Q-28: a checkpoint, fenced like a heartbeat; the deadline stays.
+PROGRESS = f"""
+WITH {_CLOCK}
+UPDATE {{schema}}.jobs SET progress = %(progress)s::json
+WHERE {_FENCE}
+"""
+
 # RS-2: a stamped job's death wakes the waiters of its queue's results, as
 # its ack would; one row per job moved either way (the callers count rows).
 _RESULT_WAKE_OF_DEAD = (
@@ -1204,7 +1225,7 @@ SELECT id, queue, state, payload::text, priority, run_at, created_at, claimed_at
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, NULL::text AS last_error,
     NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context, result_ttl_s,
-    NULL::text AS result, NULL::timestamptz AS finished_at
+    NULL::text AS result, NULL::timestamptz AS finished_at, progress::text
 FROM {schema}.jobs
 """
 _INFO_DEAD = """
@@ -1212,7 +1233,7 @@ SELECT id, queue, 'dead' AS state, payload::text, priority, run_at, created_at, 
     deadline, worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, last_error, died_at,
     unique_key, grp, group_limit, trace_context, result_ttl_s,
-    NULL::text AS result, NULL::timestamptz AS finished_at
+    NULL::text AS result, NULL::timestamptz AS finished_at, progress::text
 FROM {schema}.dead
 """
 # RS-1: a kept result, until its time is up.
@@ -1221,7 +1242,7 @@ SELECT id, queue, 'done' AS state, payload::text, priority, run_at, created_at, 
     deadline, worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, NULL::text AS last_error,
     NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context, result_ttl_s,
-    result::text, finished_at
+    result::text, finished_at, NULL::text AS progress
 FROM {schema}.results
 """
 
@@ -1231,7 +1252,7 @@ SELECT id, queue, 'waiting' AS state, payload::text, priority, run_at, created_a
     deadline, worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, NULL::text AS last_error,
     NULL::timestamptz AS died_at, unique_key, grp, group_limit, trace_context, result_ttl_s,
-    NULL::text AS result, NULL::timestamptz AS finished_at
+    NULL::text AS result, NULL::timestamptz AS finished_at, NULL::text AS progress
 FROM {schema}.waiting
 """
 LIST_WAITING = (
@@ -1370,10 +1391,10 @@ SELECT (SELECT count(*) FROM expired), (SELECT count(*) FROM purged),
 """
 
 # Q-21: dead rows back to pending with their id, a fresh budget and their
-# claim number. The insert skips rows whose unique key a live job holds (they
-# stay dead), and only the rows it wrote leave the dead table. FOR UPDATE
-# (without SKIP LOCKED): a concurrent redrive or purge of the same rows waits,
-# then finds them gone.
+# claim number (and their progress checkpoint, Q-28). The insert skips rows
+# whose unique key a live job holds (they stay dead), and only the rows it
+# wrote leave the dead table. FOR UPDATE (without SKIP LOCKED): a concurrent
+# redrive or purge of the same rows waits, then finds them gone.
 REDRIVE = f"""
 WITH {_CLOCK},
 source AS (
@@ -1385,11 +1406,11 @@ moved AS (
     INSERT INTO {{schema}}.jobs (
         id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
         max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-        unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
+        unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents, progress)
     OVERRIDING SYSTEM VALUE
     SELECT id, queue, 'pending', payload, priority, c.t, c.t, created_at, 0, claims,
         max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
-        unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents
+        unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents, progress
     FROM source, clock c
     ORDER BY id
     ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
@@ -1639,6 +1660,7 @@ class Statements:
         self.purge_results = c(PURGE_RESULTS)
         self.result_partitions = c(RESULT_PARTITIONS)
         self.heartbeat = c(HEARTBEAT)
+        self.progress = c(PROGRESS)
         self.retry = c(RETRY)
         self.fenced_to_dead = c(FENCED_TO_DEAD)
         self.release = c(RELEASE)

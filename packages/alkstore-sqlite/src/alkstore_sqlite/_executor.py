@@ -54,6 +54,7 @@ class SQLiteExecutor:
         self.fail = queues.fail
         self.release = queues.release
         self.heartbeat = queues.heartbeat
+        self.progress = queues.progress
         self.cancel = queues.cancel
         self.get_job = queues.get_job
         self.get_result = queues.get_result

@@ -575,6 +575,15 @@ class QueueOps:
 
         return self._write(None, run, single=True)
 
+    def progress(self, tx: sqlite3.Connection | None, fence: Fence, value: str | None) -> bool:
+        """Q-28: the checkpoint, fenced like a heartbeat (the deadline stays)."""
+
+        def run(conn: sqlite3.Connection) -> bool:
+            params = {"id": fence.id, "claim": fence.claim, "now": now_us(), "progress": value}
+            return conn.execute(_sql.PROGRESS, params).rowcount == 1
+
+        return self._write(tx, run, single=True)
+
     def retry(
         self, tx: sqlite3.Connection | None, fence: Fence, delay_s: float, error: str
     ) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 # ----------------------------------------------------------------------- schema
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 META_TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__alkstore_meta'"
 GET_VERSION = "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'"
@@ -270,6 +270,16 @@ MIGRATIONS: dict[int, list[str]] = {
         """CREATE INDEX IF NOT EXISTS __alkstore_dead_failed_dep
             ON __alkstore_dead (failed_dep) WHERE failed_dep IS NOT NULL""",
     ],
+    # Version 6 entries (other features of version 6 add theirs beside).
+    6: [
+        # --- Q-28 progress checkpoints (docs/adr/0022): the job's last
+        # checkpoint, JSON text or NULL, on the live row and carried with it
+        # to dead and back (redrive). No index: only the claim's RETURNING,
+        # get_job and list_jobs read it.
+        "ALTER TABLE __alkstore_jobs ADD COLUMN progress TEXT",
+        "ALTER TABLE __alkstore_dead ADD COLUMN progress TEXT",
+        # --- end Q-28
+    ],
 }
 
 # ------------------------------------------------------------------------ queue
@@ -282,10 +292,11 @@ _JOB_COLUMNS = (
 # A row moving between the jobs, waiting and dead tables (results keep no
 # parents).
 _ROW_COLUMNS = _JOB_COLUMNS + ", parents"
-# Moving a row to dead stamps died_at and, with a retention, purge_at (Q-16).
+# Moving a row to dead stamps died_at and, with a retention, purge_at (Q-16);
+# the job's progress checkpoint goes with it (Q-28).
 _TO_DEAD = (
-    f"INSERT INTO __alkstore_dead ({_ROW_COLUMNS}, last_error, died_at, purge_at) "
-    f"SELECT {_ROW_COLUMNS}, :last_error, :now, "
+    f"INSERT INTO __alkstore_dead ({_ROW_COLUMNS}, progress, last_error, died_at, purge_at) "
+    f"SELECT {_ROW_COLUMNS}, progress, :last_error, :now, "
     "CASE WHEN dead_letter_retention_s IS NULL THEN NULL "
     "ELSE :now + CAST(dead_letter_retention_s * 1000000 AS INTEGER) END "
     "FROM __alkstore_jobs "
@@ -506,7 +517,7 @@ SET state = 'processing',
     worker_id = :worker_id
 WHERE id IN ({pick})
 RETURNING id, queue, payload, attempts, claims, max_attempts, priority, run_at, claimed_at,
-    deadline, visibility_timeout_s, backoff_base_s, grp, trace_context, result_ttl_s
+    deadline, visibility_timeout_s, backoff_base_s, grp, trace_context, result_ttl_s, progress
 """
 CLAIM = _CLAIM_UPDATE.format(pick=_CLAIM_PICK)
 CLAIM_AT = _CLAIM_UPDATE.format(pick=_CLAIM_PICK.replace(f"({TOP_PRIORITY})", ":p", 1))
@@ -585,6 +596,9 @@ WHERE {_FENCE}
 RETURNING deadline
 """
 
+# Q-28: a checkpoint, fenced like a heartbeat; the deadline stays.
+PROGRESS = f"UPDATE __alkstore_jobs SET progress = :progress WHERE {_FENCE}"
+
 RETRY_PENDING = f"""
 UPDATE __alkstore_jobs
 SET state = 'pending', run_at = :run_at, ready_at = :run_at, deadline = NULL
@@ -612,7 +626,7 @@ SELECT id, queue, state, payload, priority, run_at, created_at, claimed_at, dead
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, NULL AS last_error, NULL AS died_at,
     unique_key, grp, group_limit, trace_context, result_ttl_s, NULL AS result,
-    NULL AS finished_at
+    NULL AS finished_at, progress
 FROM __alkstore_jobs
 """
 _INFO_DEAD = """
@@ -620,7 +634,7 @@ SELECT id, queue, 'dead' AS state, payload, priority, run_at, created_at, claime
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, last_error, died_at,
     unique_key, grp, group_limit, trace_context, result_ttl_s, NULL AS result,
-    NULL AS finished_at
+    NULL AS finished_at, progress
 FROM __alkstore_dead
 """
 # RS-1: a kept result, until its time is up.
@@ -628,7 +642,8 @@ _INFO_DONE = """
 SELECT id, queue, 'done' AS state, payload, priority, run_at, created_at, claimed_at, deadline,
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, NULL AS last_error, NULL AS died_at,
-    unique_key, grp, group_limit, trace_context, result_ttl_s, result, finished_at
+    unique_key, grp, group_limit, trace_context, result_ttl_s, result, finished_at,
+    NULL AS progress
 FROM __alkstore_results
 """
 
@@ -638,7 +653,7 @@ SELECT id, queue, 'waiting' AS state, payload, priority, run_at, created_at, cla
     worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
     dead_letter_retention_s, expires_at, NULL AS last_error, NULL AS died_at,
     unique_key, grp, group_limit, trace_context, result_ttl_s, NULL AS result,
-    NULL AS finished_at
+    NULL AS finished_at, NULL AS progress
 FROM __alkstore_waiting
 """
 LIST_WAITING = _INFO_WAITING + "WHERE queue = :queue AND id > :after ORDER BY id LIMIT :limit"
@@ -714,17 +729,18 @@ EXPIRED_DELETE = (
 # Q-16: dead rows past their retention.
 PURGE_RETAINED = "DELETE FROM __alkstore_dead WHERE queue = :queue AND purge_at <= :now"
 
-# Q-21: dead rows back to pending, same id, a fresh budget; a unique key a
+# Q-21: dead rows back to pending, same id, a fresh budget, the progress
+# checkpoint kept (Q-28); a unique key a
 # live job holds keeps its row dead (OR IGNORE). :ids is a JSON array, or
 # NULL for every dead job of the queue.
 REDRIVE = """
 INSERT OR IGNORE INTO __alkstore_jobs (
     id, queue, state, payload, priority, run_at, ready_at, created_at, attempts, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, expires_at,
-    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents)
+    unique_key, grp, group_limit, parked, trace_context, result_ttl_s, parents, progress)
 SELECT id, queue, 'pending', payload, priority, :now, :now, created_at, 0, claims,
     max_attempts, visibility_timeout_s, backoff_base_s, dead_letter_retention_s, NULL,
-    unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents
+    unique_key, grp, group_limit, 0, trace_context, result_ttl_s, parents, progress
 FROM __alkstore_dead
 WHERE queue = :queue AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
 ORDER BY id

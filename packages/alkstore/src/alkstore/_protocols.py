@@ -160,6 +160,18 @@ class Job(Protocol):
         does not count as an attempt; fenced like the other ops (Q-26)."""
         ...
 
+    @property
+    def checkpoint(self) -> Any:
+        """The job's last stored progress (Q-28): what ``progress`` stored in
+        this attempt or an earlier one, ``None`` when never set."""
+        ...
+
+    def progress(self, value: Any, tx: object | None = None) -> bool:
+        """Store *value* (C-3 rules, at most 64 KiB encoded; ``None`` clears
+        it) as the job's checkpoint, fenced like a heartbeat and leaving the
+        deadline where it is; it survives retries and reclaims (Q-28)."""
+        ...
+
     def should_stop(self) -> bool:
         """True once the handler should wrap up: its worker stops or timed it
         out, or the claim was lost (W-12). Outside a worker: once the claim's

@@ -33,3 +33,4 @@ class Capability(StrEnum):
     WORKFLOWS = "workflows"
     #: Q-29: ``enqueue_unique(on_conflict="replace", debounce_s=...)``.
     REPLACE_DEBOUNCE = "replace_debounce"
+    PROGRESS = "progress"

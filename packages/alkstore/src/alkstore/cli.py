@@ -568,6 +568,8 @@ def cmd_job(args: argparse.Namespace) -> int:
     width = max(len(k) for k in fields)
     for key, value in fields.items():
         json_field = key in ("payload", "result")
+        if key == "progress":  # a checkpoint as JSON; none as "-"
+            json_field = value is not None
         text = json.dumps(value, ensure_ascii=False) if json_field else value
         if key == "waiting_on":
             text = ", ".join(str(i) for i in value)

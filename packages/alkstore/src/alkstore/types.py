@@ -260,7 +260,9 @@ class JobInfo:
     job's RS-1 stamp; a ``done`` job (RS-1) has its ``result`` and
     ``finished_at`` (its ack's time), ``None`` in every other state. A
     ``waiting`` job (WF-1) names in ``waiting_on`` the jobs it still waits
-    for, ascending; ``()`` in every other state.
+    for, ascending; ``()`` in every other state. ``progress`` is the job's
+    last checkpoint (Q-28: what ``job.progress`` stored, kept across retries,
+    reclaims, death and redrive; ``None`` when never set, and for a done job).
     """
 
     id: int
@@ -289,6 +291,7 @@ class JobInfo:
     result: Any = None
     finished_at: datetime | None = None
     waiting_on: tuple[int, ...] = ()
+    progress: Any = None
 
     def __post_init__(self) -> None:
         _set(self, "state", _state(self.state))

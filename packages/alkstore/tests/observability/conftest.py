@@ -32,9 +32,10 @@ def url(engine_url: str) -> str:
 
 
 def state_counts(store: Store) -> dict[str, dict[str, int]]:
-    """Each queue's pending, scheduled, processing and dead counts."""
+    """Each queue's waiting, pending, scheduled, processing and dead counts."""
     return {
         s.queue: {
+            "waiting": s.waiting,
             "pending": s.pending,
             "scheduled": s.scheduled,
             "processing": s.processing,

@@ -143,7 +143,8 @@ def dead_ids(page: str) -> list[int]:
 
 
 def seed(store: Store) -> list[int]:
-    """Two queues with jobs in every state; the ids of three dead emails."""
+    """Two queues with jobs in every state (a waiting one in reports); the
+    ids of three dead emails."""
     emails = store.queue("emails", QueueOpts(max_attempts=1))
     emails.enqueue_many([{"to": f"u{i}@example.com"} for i in range(8)])
     dead = []
@@ -156,7 +157,9 @@ def seed(store: Store) -> list[int]:
     from alkstore import EnqueueOpts
 
     emails.enqueue({"later": True}, EnqueueOpts(delay_s=3600))
-    store.queue("reports").enqueue({"kind": "daily"})
+    reports = store.queue("reports")
+    daily = reports.enqueue({"kind": "daily"})
+    reports.enqueue({"kind": "summary"}, EnqueueOpts(after=[daily]))  # waiting (WF-1)
     return dead
 
 
@@ -695,6 +698,29 @@ def test_the_job_page_shows_the_trace_id_of_the_enqueue(store: Store, client: Cl
     assert f'data-field="trace-id">{trace_id}<' in page
     untraced = store.queue("traced").enqueue({"n": 2})
     assert 'data-field="trace-id"' not in client.get(f"/job?queue=traced&id={untraced}").text
+
+
+@pytest.mark.clause("Q-28", "O-6")
+def test_the_job_page_shows_the_progress_checkpoint(store: Store, client: Client) -> None:
+    """O-6, Q-28: a job's page shows its last checkpoint as a named Progress block (not
+    among the unknown fields), escaped, on the running and on the dead job; a job without
+    one has no such block."""
+    q = store.queue("progressed", QueueOpts(max_attempts=1))
+    running_id, dead_id, plain_id = q.enqueue_many(["running", "dead", "plain"])
+    jobs = {j.payload: j for j in q.claim_batch("w", 3)}
+    assert jobs["running"].progress({"page": 3, "note": "<i>x</i>"})
+    assert jobs["dead"].progress({"page": 9}) and jobs["dead"].fail("boom")
+    running = client.get(f"/job?queue=progressed&id={running_id}").text
+    block = re.search(r'<pre class="" data-field="progress">(.*?)</pre>', running, re.S)
+    assert block is not None and "<h2>Progress</h2>" in running
+    assert html.unescape(block.group(1)) == '{\n  "page": 3,\n  "note": "<i>x</i>"\n}'
+    assert "<i>x</i>" not in running  # escaped
+    assert "<th>Progress</th>" not in running  # not the unknown-field row
+    dead = client.get(f"/job?queue=progressed&id={dead_id}").text
+    assert re.search(r'data-field="state">dead<', dead)
+    assert 'data-field="progress">' in dead and "&quot;page&quot;: 9" in dead
+    plain = client.get(f"/job?queue=progressed&id={plain_id}").text
+    assert 'data-field="progress"' not in plain and "<h2>Progress</h2>" not in plain
 
 
 def test_an_unknown_job_has_a_clear_page(store: Store, client: Client) -> None:

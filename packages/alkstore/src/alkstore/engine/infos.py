@@ -7,11 +7,19 @@ from collections.abc import Iterable
 
 from alkstore.types import Event, JobInfo, JobResult, JobState, Schedule
 
-from .codec import decode_or_none
+from .codec import decode_or_none, let_the_loop_run
 from .prepare import decode_enqueue_opts
 from .rows import EventRow, JobRow, ResultRow, ScheduleRow
 
-__all__ = ["event_of", "events_of", "job_info", "job_result", "schedule_of", "trace_context_of"]
+__all__ = [
+    "event_of",
+    "events_of",
+    "job_info",
+    "job_infos",
+    "job_result",
+    "schedule_of",
+    "trace_context_of",
+]
 
 
 def trace_context_of(text: str | None) -> dict[str, str] | None:
@@ -59,6 +67,7 @@ def job_info(row: JobRow) -> JobInfo:
         result=None if row.result is None else decode_or_none(row.result),
         finished_at=row.finished_at,
         waiting_on=row.waiting_on,
+        progress=decode_or_none(row.progress),
     )
 
 
@@ -97,3 +106,12 @@ def schedule_of(row: ScheduleRow) -> Schedule:
         next_fire_at=row.next_fire_at,
         last_fire_at=row.last_fire_at,
     )
+
+
+def job_infos(rows: Iterable[JobRow]) -> list[JobInfo]:
+    """``job_info`` of each row; after a big payload the GIL is let go (A-2)."""
+    out: list[JobInfo] = []
+    for row in rows:
+        out.append(job_info(row))
+        let_the_loop_run(row.payload)
+    return out

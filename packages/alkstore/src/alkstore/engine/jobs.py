@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from .codec import decode_or_none
-from .jobs_base import JobData
+from .jobs_base import JobData, check_progress_capability
 from .native import resolve_sync
-from .prepare import check_error
+from .prepare import check_error, check_progress
 from .results import ack_results, check_results_capability, check_workflows_capability
 from .rows import ClaimRow
 from .seam import Executor
@@ -79,3 +79,14 @@ class KitJob(JobData):
             return False
         self.deadline = deadline
         return True
+
+    def progress(self, value: Any, tx: object | None = None) -> bool:
+        """Store *value* (C-3, at most 64 KiB encoded; ``None`` clears it) as
+        the job's checkpoint while this claim is valid, fenced like a
+        heartbeat; the deadline does not move. Kept across retries, reclaims,
+        death and redrive: a later attempt reads it as ``checkpoint`` (Q-28).
+        With *tx*, it lands with the caller's transaction (T-1)."""
+        check_progress_capability(self._ex.capabilities)
+        text = check_progress(value)
+        ok = self._ex.progress(resolve_sync(tx, self._ex), self._fence, text)
+        return self._progressed(ok, text)

@@ -16,9 +16,9 @@ from alkstore._acompat import aoffload
 from alkstore._sizes import surely_small
 
 from .codec import decode_or_none
-from .jobs_base import JobData
+from .jobs_base import JobData, check_progress_capability
 from .native import resolve_async
-from .prepare import check_error
+from .prepare import check_error, check_progress
 from .results import ack_results, check_results_capability, check_workflows_capability
 from .rows import ClaimRow
 from .seam_async import AsyncExecutor
@@ -97,3 +97,20 @@ class AsyncKitJob(JobData):
             return False
         self.deadline = deadline
         return True
+
+    async def progress(self, value: Any, tx: object | None = None) -> bool:
+        """Store *value* (C-3, at most 64 KiB encoded; ``None`` clears it) as
+        the job's checkpoint while this claim is valid, fenced like a
+        heartbeat; the deadline does not move. Kept across retries, reclaims,
+        death and redrive: a later attempt reads it as ``checkpoint`` (Q-28).
+        With *tx*, it lands with the caller's transaction (T-1)."""
+        check_progress_capability(self._ex.capabilities)
+        if True:  # ASYNC
+            if value is None or surely_small(value):
+                text = check_progress(value)
+            else:  # A-2: a value that may be big is encoded in a thread
+                text = await aoffload(check_progress, value)
+        else:
+            text = check_progress(value)
+        ok = await self._ex.progress(await resolve_async(tx, self._ex), self._fence, text)
+        return self._progressed(ok, text)

@@ -12,16 +12,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 from alkstore.backoff import delay as backoff_delay
-from alkstore.errors import InvalidArgument
+from alkstore.errors import InvalidArgument, UnsupportedOperation
+from alkstore.protocols import Capability
 from alkstore.types import check_duration
 
-from .codec import UNDECODABLE, try_decode
+from .codec import UNDECODABLE, decode_or_none, let_the_loop_run, try_decode
 from .faces import FaceMark, check_face
 from .infos import trace_context_of
 from .prepare import check_error
 from .rows import ClaimRow, Fence
 
-__all__ = ["JobData", "decode_claims", "handle_of"]
+__all__ = ["JobData", "check_progress_capability", "decode_claims", "handle_of"]
 
 
 class JobData(FaceMark):
@@ -37,6 +38,7 @@ class JobData(FaceMark):
         "_trace_text",
         "attempts",
         "backoff_base_s",
+        "checkpoint",
         "claimed_at",
         "deadline",
         "group",
@@ -65,6 +67,9 @@ class JobData(FaceMark):
         self.ready_at = row.ready_at
         self.group = row.group
         self.result_ttl_s = row.result_ttl_s  # RS-1: whether the ack keeps a result
+        # Q-28: the last checkpoint stored on the job (by this attempt or an
+        # earlier one); None when never set.
+        self.checkpoint: Any = None if row.progress is None else decode_or_none(row.progress)
         self._trace_text = row.trace_context
         self.worker_id = worker_id
         self._fence = Fence(row.id, row.claim, row.group)
@@ -108,6 +113,15 @@ class JobData(FaceMark):
             self._lost = True
         return ok
 
+    def _progressed(self, ok: bool, text: str | None) -> bool:
+        """After a progress write (Q-28): the handle shows what landed; a
+        refusal means the claim is lost, as for a heartbeat."""
+        if ok:
+            self.checkpoint = decode_or_none(text)
+        else:
+            self._lost = True
+        return ok
+
     def _retry_args(self, error: object, delay_s: object) -> tuple[str, float]:
         text = check_error(error)
         delay = check_duration("delay_s", delay_s, allow_none=True)
@@ -119,6 +133,13 @@ class JobData(FaceMark):
     def _extend_arg(extend_s: object, default: float) -> float:
         extend = check_duration("extend_s", extend_s, allow_zero=False, allow_none=True)
         return default if extend is None else extend
+
+
+def check_progress_capability(capabilities: frozenset[Capability]) -> None:
+    """CF-1: an engine that does not declare ``progress`` stores no
+    checkpoints (Q-28)."""
+    if Capability.PROGRESS not in capabilities:
+        raise UnsupportedOperation("this engine stores no progress (capability 'progress')")
 
 
 def handle_of(job: object, async_face: bool) -> JobData:
@@ -148,6 +169,7 @@ def decode_claims(
     bad: list[ClaimRow] = []
     for row in rows:
         value = try_decode(row.payload)
+        let_the_loop_run(row.payload)
         if value is UNDECODABLE:
             bad.append(row)
         else:

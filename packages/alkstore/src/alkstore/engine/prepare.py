@@ -18,6 +18,7 @@ from alkstore.names import check_worker_id, default_owner, encode_payload, valid
 from alkstore.specs import ScheduleSpec, check_timezone, parse
 from alkstore.types import EnqueueOpts, QueueOpts, check_duration, check_int
 
+from .codec import let_the_loop_run
 from .rows import NewJob, RateSpec
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "check_limit",
     "check_lock_args",
     "check_offset",
+    "check_progress",
     "check_queue_opts",
     "check_rate_args",
     "check_results",
@@ -59,6 +61,8 @@ MAX_ID = 2**63 - 1
 MAX_OFFSET = MAX_ID
 #: Longest stored error text, in characters; longer texts are cut.
 MAX_ERROR_CHARS = 10_000
+#: Largest progress checkpoint, encoded (Q-28).
+MAX_PROGRESS_BYTES = 64 * 1024
 
 _DEFAULT_ENQUEUE = EnqueueOpts()
 _DEFAULT_QUEUE = QueueOpts()
@@ -130,8 +134,19 @@ def check_results(ttls: Sequence[float | None], results: Sequence[Any]) -> list[
                 "this job keeps no result: give it result_ttl_s (QueueOpts or EnqueueOpts) "
                 "to keep one"
             )
-        out.append(encode_payload(value))
+        text = encode_payload(value)
+        let_the_loop_run(text)
+        out.append(text)
     return out
+
+
+def check_progress(value: Any) -> str | None:
+    """A progress checkpoint (Q-28) encoded by C-3's rules, at most
+    :data:`MAX_PROGRESS_BYTES`; ``None`` (clearing the checkpoint) stays
+    ``None``. Raises ``InvalidArgument`` before any write."""
+    if value is None:
+        return None
+    return encode_payload(value, limit=MAX_PROGRESS_BYTES, what="progress")
 
 
 def check_unique_key(key: object) -> str:

@@ -33,7 +33,7 @@ from alkstore.types import (
 )
 
 from .codec import UNDECODABLE_ERROR
-from .infos import job_info, job_result
+from .infos import job_info, job_infos, job_result
 from .jobs_async import AsyncKitJob
 from .jobs_base import decode_claims
 from .native import resolve_async
@@ -408,7 +408,7 @@ class AsyncKitQueue(QueueBase):
         rows = await self._ex.list_jobs(self._name, wanted, count, after)
         if True:  # ASYNC
             if sum(len(r.payload) for r in rows) > BIG_PAYLOAD_BYTES:
-                return await aoffload(lambda: [job_info(r) for r in rows])
+                return await aoffload(job_infos, rows)
         return [job_info(r) for r in rows]
 
     async def stats(self) -> QueueStats:

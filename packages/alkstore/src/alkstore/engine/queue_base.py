@@ -13,6 +13,7 @@ from alkstore._tracecontext import trace_context_text
 from alkstore.errors import InvalidArgument, UnsupportedOperation
 from alkstore.types import EnqueueOpts, JobState, QueueOpts, check_duration, check_int
 
+from .codec import let_the_loop_run
 from .faces import FaceMark, check_face
 from .jobs_base import JobData, handle_of
 from .named import NamedHandle
@@ -80,6 +81,7 @@ def jobs_of(
         opts, payloads[0], eopts, unique_key=None if keys is None else keys[0], trace_context=trace
     )
     jobs = [first]
+    let_the_loop_run(first.payload)
     for i in range(1, len(payloads)):
         job = prepare_job(
             opts,
@@ -89,6 +91,7 @@ def jobs_of(
             trace_context=trace,
         )
         jobs.append(job)
+        let_the_loop_run(job.payload)
     return jobs
 
 

@@ -122,15 +122,18 @@ class ClaimRow(NamedTuple):
     group: str | None = None
     trace_context: str | None = None
     result_ttl_s: float | None = None
+    progress: str | None = None
 
 
 def claim_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> ClaimRow:
     """A :class:`ClaimRow` from a claim statement's row in the field order
     above, the engine's time values turned into aware datetimes by *when*
-    (the last column, ``result_ttl_s``, may be left out: ``None``)."""
+    (the last columns, ``result_ttl_s`` and ``progress`` (Q-28), may be left
+    out: ``None``)."""
     (job_id, queue, payload, attempts, claims, max_attempts, priority, ready_at, claimed_at,
      deadline, vt, backoff, grp, trace) = row[:14]  # fmt: skip
     ttl = row[14] if len(row) > 14 else None
+    progress = row[15] if len(row) > 15 else None
     return ClaimRow(
         int(job_id),
         queue,
@@ -147,6 +150,7 @@ def claim_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> ClaimRow:
         grp,
         trace,
         None if ttl is None else float(ttl),
+        progress,
     )
 
 
@@ -184,18 +188,21 @@ class JobRow:
     result: str | None = None
     finished_at: datetime | None = None
     waiting_on: tuple[int, ...] = ()
+    progress: str | None = None
 
 
 def job_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> JobRow:
     """A :class:`JobRow` from a row in the field order above (every engine's
     ``get_job`` and ``list_jobs`` select it so), the engine's time values
     turned into aware datetimes by *when*. The last three columns
-    (``result_ttl_s``, ``result``, ``finished_at``, RS-1) may be left out."""
+    (``result_ttl_s``, ``result``, ``finished_at``, RS-1) may be left out,
+    and so may a 26th, ``progress`` (Q-28: the stored checkpoint text)."""
     (job_id, queue, state, payload, priority, run_at, created_at, claimed_at, deadline,
      worker_id, attempts, max_attempts, visibility_timeout_s, backoff_base_s,
      dead_letter_retention_s, expires_at, last_error, died_at, unique_key, group, group_limit,
      trace_context) = row[:22]  # fmt: skip
     ttl, result, finished_at = row[22:25] if len(row) >= 25 else (None, None, None)
+    progress = row[25] if len(row) > 25 else None
     return JobRow(
         id=int(job_id),
         queue=queue,
@@ -224,6 +231,7 @@ def job_row(row: Sequence[Any], when: Callable[[Any], datetime]) -> JobRow:
         result_ttl_s=None if ttl is None else float(ttl),
         result=result,
         finished_at=None if finished_at is None else when(finished_at),
+        progress=progress,
     )
 
 

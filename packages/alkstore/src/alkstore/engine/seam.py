@@ -126,6 +126,15 @@ class Executor(ExecutorBase[TxT], Protocol[TxT]):
         """The new deadline, or ``None`` when the claim is no longer valid (Q-8)."""
         ...
 
+    def progress(self, tx: TxT | None, fence: Fence, value: str | None) -> bool:
+        """Store *value* (encoded JSON text; ``None`` clears it) as the job's
+        checkpoint while the claim is valid, the deadline unchanged; ``False``
+        when the claim is no longer valid (Q-28, fenced as Q-7). The
+        checkpoint stays on the row through retries and reclaims, moves with
+        it to dead and back on a redrive, and is what a claim returns as
+        ``ClaimRow.progress`` and ``get_job`` as ``JobRow.progress``."""
+        ...
+
     def cancel(self, tx: TxT | None, queue: str, job_id: int) -> bool:
         """Delete a pending or processing job of *queue*, whoever holds it;
         ``False`` for a dead or missing job (Q-13)."""

@@ -397,6 +397,7 @@ class ThreadedAsyncExecutor:
     fail = _in_threads(Executor.fail, takes_tx=True)
     release = _in_threads(Executor.release)
     heartbeat = _in_threads(Executor.heartbeat)
+    progress = _in_threads(Executor.progress, takes_tx=True)
     cancel = _in_threads(Executor.cancel, takes_tx=True)
     get_job = _in_threads(Executor.get_job)
     get_result = _in_threads(Executor.get_result, takes_tx=True)

@@ -255,7 +255,12 @@ class Running:
         Once the outcome is in the flush in flight, the refusal can be that
         flush committing it (the job is gone) while the heartbeat ran: it
         only stops the heartbeats, and the flush reports what landed (W-6).
-        Before that, the claim lapsed or the job was cancelled."""
+        Before that, the claim lapsed or the job was cancelled, unless the
+        handler settled the job itself (W-9): a heartbeat that began before
+        the handler's own ack waits for that ack's transaction and is refused
+        once it commits. The handler's ack stands, and it is not a loss."""
+        if self.settled:
+            return False
         if self.flushing:
             self.refused_in_flush = True
             return False
@@ -317,6 +322,11 @@ class HandlerJobBase:
     def deadline(self) -> datetime:
         deadline: datetime = self._job.deadline
         return deadline
+
+    @property
+    def checkpoint(self) -> Any:
+        """Q-28: the job's last stored progress, ``None`` when never set."""
+        return getattr(self._job, "checkpoint", None)
 
     def _settled(self, ok: bool) -> bool:
         if ok:

@@ -153,6 +153,12 @@ class HandlerJob(HandlerJobBase):
         ok: bool = self._job.heartbeat(extend_s)
         return ok
 
+    def progress(self, value: Any, tx: object | None = None) -> bool:
+        """Q-28: store a checkpoint on the running job (its next attempt,
+        after a retry or a crash, reads it as ``job.checkpoint``)."""
+        ok: bool = self._job.progress(value, tx)
+        return ok
+
 
 class Worker:
     """Runs *handler* over the jobs of *queue* (W-1..W-12, A-5).

@@ -261,6 +261,7 @@ _PLACED = frozenset(
         "backoff_base_s", "dead_letter_retention_s", "last_error", "died_at", "deadline",
         "worker_id", "unique_key", "group", "group_limit", "trace_context", "result_ttl_s",
         "result", "finished_at",
+        "progress",  # Q-28: its own block below
     }
 )  # fmt: skip
 
@@ -292,7 +293,7 @@ def job_body(
     actions: Actions,
     messages: Sequence[tuple[str, bool]] = (),
 ) -> str:
-    """One job: its state, stamps, claim, error, payload, result and trace,
+    """One job: its state, stamps, claim, error, progress, payload, result and trace,
     with cancel (pending or processing) or redrive (dead) when allowed."""
     state = shown_state(info, now)
     claimed = info.state is JobState.PROCESSING
@@ -342,6 +343,10 @@ def job_body(
     ]
     if info.last_error is not None:
         parts.append(_block("Last error", "last-error", info.last_error, "err"))
+    if info.progress is not None:  # Q-28: the job's last checkpoint
+        parts.append(
+            _block("Progress", "progress", json.dumps(info.progress, ensure_ascii=False, indent=2))
+        )
     parts.append(
         _block("Payload", "payload", json.dumps(info.payload, ensure_ascii=False, indent=2))
     )

@@ -148,6 +148,7 @@ def overview_body(
     messages: Sequence[tuple[str, bool]] = (),
 ) -> str:
     totals = {
+        "waiting": sum(s.waiting for s in stats),
         "pending": sum(s.pending for s in stats),
         "scheduled": sum(s.scheduled for s in stats),
         "processing": sum(s.processing for s in stats),
@@ -164,6 +165,7 @@ def overview_body(
         rows.append(
             f'<tr data-queue="{esc(s.queue)}">'
             f'<td><a href="{href("/queue", name=s.queue)}">{esc(queue_label(s.queue))}</a></td>'
+            f"{_count_cell(s.queue, 'waiting', s.waiting)}"
             f"{_count_cell(s.queue, 'pending', s.pending)}"
             f"{_count_cell(s.queue, 'scheduled', s.scheduled)}"
             f"{_count_cell(s.queue, 'processing', s.processing)}"
@@ -174,6 +176,7 @@ def overview_body(
     queues = table(
         [
             ("Queue", ""),
+            ("Waiting", "n"),
             ("Pending", "n"),
             ("Scheduled", "n"),
             ("Processing", "n"),
