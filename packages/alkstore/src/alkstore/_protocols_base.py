@@ -31,3 +31,5 @@ class Capability(StrEnum):
     RATE_LIMITS = "rate_limits"
     RESULTS = "results"
     WORKFLOWS = "workflows"
+    PAUSE = "pause"
+    RUN_NOW = "run_now"
