@@ -39,6 +39,7 @@ _EXPORTS = {
     "JobControlContract": ".contract_jobcontrol",
     "LockContract": ".contract_lock",
     "NotificationContract": ".contract_notify",
+    "OperateContract": ".contract_operate",
     "OutboxContract": ".contract_outbox",
     "QueueContract": ".contract_queue",
     "ResultsContract": ".contract_results",
@@ -70,6 +71,7 @@ __all__ = [
     "LifecycleContract",
     "LockContract",
     "NotificationContract",
+    "OperateContract",
     "OutboxContract",
     "QueueContract",
     "ResultsContract",
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
     from .contract_jobcontrol import JobControlContract
     from .contract_lock import LockContract
     from .contract_notify import NotificationContract
+    from .contract_operate import OperateContract
     from .contract_outbox import OutboxContract
     from .contract_queue import QueueContract
     from .contract_results import ResultsContract
