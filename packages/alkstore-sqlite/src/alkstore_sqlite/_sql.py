@@ -464,14 +464,19 @@ RETURNING id, grp
 # run_at = ready_at records when the row became ready (for a reclaim: when
 # its lapsed claim did), which also gives the claim order of the rows and
 # the queue time (O-1); release puts it back (Q-26).
-_CLAIMABLE = f"queue = :queue AND attempts < max_attempts AND parked = 0 AND {_NOT_PAUSED}"
+#
+# Q-27: the levels are where a pause stops a claim. A paused queue has no
+# top level (so CLAIM picks nothing) and no level below (so CLAIM_AT, which
+# only ever takes a level these found in the same write transaction, is
+# never reached): one probe of the paused table per claim statement.
+_CLAIMABLE = "queue = :queue AND attempts < max_attempts AND parked = 0"
 TOP_PRIORITY = f"""
 SELECT priority FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-WHERE {_CLAIMABLE}
+WHERE {_CLAIMABLE} AND {_NOT_PAUSED}
 ORDER BY priority DESC LIMIT 1"""
 NEXT_PRIORITY = f"""
 SELECT priority FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-WHERE {_CLAIMABLE} AND priority < :p
+WHERE {_CLAIMABLE} AND {_NOT_PAUSED} AND priority < :p
 ORDER BY priority DESC LIMIT 1"""
 _CLAIM_PICK = f"""
 SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
