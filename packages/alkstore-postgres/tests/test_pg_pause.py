@@ -42,3 +42,23 @@ def test_version_5_is_upgraded_keeping_its_jobs(pg_url: str, admin: Admin, schem
         )
     ).fetchone()
     assert row == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 6
+
+
+@pytest.mark.clause("Q-27", "C-8")
+def test_the_claim_probes_the_paused_table_once_by_its_key(
+    pg_url: str, admin: Admin, schema: str
+) -> None:
+    """The claim's first level carries the pause as a one-time filter: an index probe of
+    the paused table's key, with 1,000 queues paused."""
+    with PostgresStore(pg_url, schema=schema) as store:
+        store.queue("q").enqueue_many(list(range(500)))
+        for i in range(1000):
+            store.queue(f"p{i}").pause()
+    st = Statements(schema)
+    admin.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, "paused")))
+    rows = admin.execute(
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + st.claim_pick, {"queue": "q", "n": 1}
+    ).fetchall()
+    plan = "\n".join(str(r[0]) for r in rows)
+    assert plan.count("paused_pkey on paused") == 1, plan
+    assert "One-Time Filter" in plan and "Seq Scan" not in plan, plan
