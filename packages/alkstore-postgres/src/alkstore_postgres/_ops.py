@@ -807,7 +807,9 @@ class OpBook:
 
         def plan() -> Plan[list[tuple[str, str]]]:
             rows = yield Q(self.st.wake_probe, params, ALL)
-            return [(key, f"{head}|{seq}|{sched}") for key, head, seq, sched in rows]
+            return [
+                (key, f"{head}|{seq}|{sched}|{paused}") for key, head, seq, sched, paused in rows
+            ]
 
         return Op(plan, writes=False, soft=True, soft_value=[])
 

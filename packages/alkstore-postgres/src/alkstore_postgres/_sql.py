@@ -1496,8 +1496,9 @@ NOTIFY = "SELECT pg_notify(%(channel)s::text, %(payload)s::text)"
 
 # The wake probe of a transaction pooler (EN-4), one statement per poll for
 # every watched key: the head of a queue's ready index (which moves when a
-# row turns claimable or is claimed), a stream's counter, and the schedules'
-# count and last change. Nothing is written; no NOTIFY is needed to see it.
+# row turns claimable or is claimed), a stream's counter, the schedules'
+# count and last change, and whether the queue is paused (Q-27). Nothing is
+# written; no NOTIFY is needed to see it.
 WAKE_PROBE = """
 SELECT k.key,
     (SELECT j.id::text || '@' || j.ready_at::text FROM {schema}.jobs j
@@ -1508,7 +1509,9 @@ SELECT k.key,
      WHERE left(k.key, 7) = 'stream:' AND s.name = substr(k.key, 8)),
     CASE WHEN k.key = %(schedules_key)s::text THEN
         (SELECT count(*)::text || '@' || COALESCE(max(updated_at)::text, '')
-         FROM {schema}.schedules) END
+         FROM {schema}.schedules) END,
+    -- Q-27: a resume changes the fingerprint (the head may not move).
+    EXISTS (SELECT 1 FROM {schema}.paused p WHERE p.queue = k.key)
 FROM unnest(%(keys)s::text[]) AS k(key)
 """
 
