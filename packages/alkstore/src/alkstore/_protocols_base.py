@@ -32,3 +32,5 @@ class Capability(StrEnum):
     RESULTS = "results"
     WORKFLOWS = "workflows"
     PROGRESS = "progress"
+    PAUSE = "pause"
+    RUN_NOW = "run_now"
