@@ -225,8 +225,8 @@ def test_queues_counts_every_state(
     code, out, _ = run(capsys, "--url", url, "queues")
     assert code == 0
     header, *rows = out.splitlines()
-    assert header.split() == ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD"]
-    assert rows[0].split() == ["emails", "0", "1", "1", "1"]
+    assert header.split() == ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD", "PAUSED"]
+    assert rows[0].split() == ["emails", "0", "1", "1", "1", "no"]
 
 
 # ------------------------------------------------------------- enqueue / jobs
@@ -369,6 +369,37 @@ def test_cancel_deletes_once(capsys: pytest.CaptureFixture[str], url: str, store
     code, out, _ = run(capsys, "--url", url, "cancel", "q", str(job_id), "--json")
     assert code == 1
     assert json.loads(out) == {"queue": "q", "id": job_id, "cancelled": False}
+
+
+@pytest.mark.clause("Q-27")
+def test_pause_and_resume_a_queue(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    """Q-27 in the CLI: pause --queue stops claims (and shows in queues), twice is no
+    error; resume --queue lets them run again; --json says whether it changed."""
+    q = store.queue("emails")
+    job_id = q.enqueue(1)
+    code, out, err = run(capsys, "--url", url, "pause", "--queue", "emails")
+    assert (code, err) == (0, "") and "paused queue emails" in out
+    assert q.is_paused() and q.claim("w") is None
+    code, out, _ = run(capsys, "--url", url, "pause", "--queue", "emails")
+    assert code == 0 and "already paused" in out
+    data = run_json(capsys, "--url", url, "queues")
+    assert [(r["queue"], r["paused"]) for r in data] == [("emails", True)]
+    _, out, _ = run(capsys, "--url", url, "queues")
+    assert out.splitlines()[1].split() == ["emails", "1", "0", "0", "0", "yes"]
+    data = run_json(capsys, "--url", url, "resume", "--queue", "emails")
+    assert data == {"queue": "emails", "paused": False, "changed": True}
+    assert not q.is_paused()
+    job = q.claim("w")
+    assert job is not None and job.id == job_id
+    assert run_json(capsys, "--url", url, "resume", "emails") == {
+        "queue": "emails",
+        "paused": False,
+        "changed": False,
+    }
+    code, _, err = run(capsys, "--url", url, "pause")
+    assert code == 2 and "--queue" in err
 
 
 def test_sweep_one_queue_or_all(capsys: pytest.CaptureFixture[str], url: str, store: Store) -> None:
@@ -539,6 +570,8 @@ EXISTING_STORE_COMMANDS: dict[str, list[str]] = {
     "job": ["job", "--queue", "q", "1"],
     "enqueue": ["enqueue", "--queue", "q", "{}"],
     "cancel": ["cancel", "--queue", "q", "1"],
+    "pause": ["pause", "--queue", "q"],
+    "resume": ["resume", "--queue", "q"],
     "sweep": ["sweep", "--all"],
     "redrive": ["redrive", "emails", "--all", "--yes"],
     "purge": ["purge", "--queue", "q", "--all", "--yes"],

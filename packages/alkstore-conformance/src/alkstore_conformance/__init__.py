@@ -39,6 +39,7 @@ _EXPORTS = {
     "JobControlContract": ".contract_jobcontrol",
     "LockContract": ".contract_lock",
     "NotificationContract": ".contract_notify",
+    "OperateContract": ".contract_operate",
     "OutboxContract": ".contract_outbox",
     "ProgressContract": ".contract_progress",
     "QueueContract": ".contract_queue",
@@ -72,6 +73,7 @@ __all__ = [
     "LifecycleContract",
     "LockContract",
     "NotificationContract",
+    "OperateContract",
     "OutboxContract",
     "ProgressContract",
     "QueueContract",
@@ -122,6 +124,7 @@ if TYPE_CHECKING:
     from .contract_jobcontrol import JobControlContract
     from .contract_lock import LockContract
     from .contract_notify import NotificationContract
+    from .contract_operate import OperateContract
     from .contract_outbox import OutboxContract
     from .contract_progress import ProgressContract
     from .contract_queue import QueueContract

@@ -12,6 +12,7 @@ from .contract_hardening import HardeningContract
 from .contract_jobcontrol import JobControlContract
 from .contract_lock import LockContract
 from .contract_notify import NotificationContract
+from .contract_operate import OperateContract
 from .contract_outbox import OutboxContract
 from .contract_progress import ProgressContract
 from .contract_queue import QueueContract
@@ -44,6 +45,7 @@ class StoreContract(
     ProgressContract,
     JobControlContract,
     ReplaceContract,
+    OperateContract,
     TransactionContract,
     TracingContract,
     OutboxContract,

@@ -328,6 +328,41 @@ class SeamContract(ContractBase):
         assert not ex.cancel(None, unique(), processing.id), "another queue's id"
         assert ex.queue_stats(q)[0] == QueueStats(q, 0, 0, 0, 0)
 
+    @pytest.mark.clause("Q-27")
+    @pytest.mark.requires(Capability.QUEUES, Capability.PAUSE)
+    def test_seam_set_paused_and_is_paused(self, ex: Executor[Any]) -> None:
+        q, other = unique(), unique()
+        ex.insert_jobs(None, q, [new_job()], None)
+        ex.insert_jobs(None, other, [new_job()], None)
+        assert ex.set_paused(None, q, True) is True
+        assert ex.set_paused(None, q, True) is False
+        assert ex.is_paused(q) is True and ex.is_paused(other) is False
+        assert ex.claim([q], "w", 5, None, False) == []
+        assert ex.claim([q], "w", 5, None, True) == []
+        assert ex.next_ready([q]) is None
+        assert [r.queue for r in ex.claim([q, other], "w", 5, None, False)] == [other]
+        assert ex.queue_stats(q)[0].paused is True
+        assert ex.set_paused(None, q, False) is True
+        assert ex.set_paused(None, q, False) is False
+        ready = ex.next_ready([q])
+        assert ready is not None and ready <= 0
+        assert len(self._claim(ex, q)) == 1
+
+    @pytest.mark.clause("O-6")
+    @pytest.mark.requires(Capability.QUEUES, Capability.RUN_NOW)
+    def test_seam_run_now(self, ex: Executor[Any]) -> None:
+        q = unique()
+        (later,) = ex.insert_jobs(None, q, [new_job(delay_s=3600.0)], None)
+        (claimed,) = ex.insert_jobs(None, q, [new_job()], None)
+        assert [r.id for r in self._claim(ex, q)] == [claimed.id]
+        assert self._claim(ex, q) == []
+        assert not ex.run_now(None, q, claimed.id), "a processing job"
+        assert not ex.run_now(None, unique(), later.id), "another queue's id"
+        assert ex.run_now(None, q, later.id)
+        row = ex.get_job(q, later.id)
+        assert row is not None and row.run_at <= datetime.now(timezone.utc) + CLOCK_SLACK
+        assert [r.id for r in self._claim(ex, q)] == [later.id]
+
     @pytest.mark.clause("Q-14")
     @QUEUES
     def test_seam_get_job(self, ex: Executor[Any]) -> None:

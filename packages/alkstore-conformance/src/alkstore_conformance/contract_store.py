@@ -33,6 +33,8 @@ CAPABILITY_CALLS: dict[Capability, Callable[[Store], object]] = {
     Capability.REPLACE_DEBOUNCE: lambda s: s.queue("cf1").enqueue_unique(
         "k", 1, on_conflict="replace"
     ),
+    Capability.PAUSE: lambda s: s.queue("cf1").pause(),
+    Capability.RUN_NOW: lambda s: s.queue("cf1").run_now(1),
 }
 
 

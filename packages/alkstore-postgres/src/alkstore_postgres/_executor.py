@@ -339,6 +339,15 @@ class PgExecutor(ExecutorBase):
     def cancel(self, tx: Joined | None, queue: str, job_id: int) -> bool:
         return self._run(self._ops.cancel(queue, job_id), tx)
 
+    def set_paused(self, tx: Joined | None, queue: str, paused: bool) -> bool:
+        return self._run(self._ops.set_paused(queue, paused), tx)
+
+    def is_paused(self, queue: str) -> bool:
+        return self._run(self._ops.is_paused(queue))
+
+    def run_now(self, tx: Joined | None, queue: str, job_id: int) -> bool:
+        return self._run(self._ops.run_now(queue, job_id), tx)
+
     def get_job(self, queue: str, job_id: int) -> JobRow | None:
         return self._run(self._ops.get_job(queue, job_id))
 

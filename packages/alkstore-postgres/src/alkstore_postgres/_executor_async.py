@@ -356,6 +356,15 @@ class AsyncPgExecutor(ExecutorBase):
     async def cancel(self, tx: AsyncJoined | None, queue: str, job_id: int) -> bool:
         return await self._run(self._ops.cancel(queue, job_id), tx)
 
+    async def set_paused(self, tx: AsyncJoined | None, queue: str, paused: bool) -> bool:
+        return await self._run(self._ops.set_paused(queue, paused), tx)
+
+    async def is_paused(self, queue: str) -> bool:
+        return await self._run(self._ops.is_paused(queue))
+
+    async def run_now(self, tx: AsyncJoined | None, queue: str, job_id: int) -> bool:
+        return await self._run(self._ops.run_now(queue, job_id), tx)
+
     async def get_job(self, queue: str, job_id: int) -> JobRow | None:
         return await self._run(self._ops.get_job(queue, job_id))
 

@@ -534,6 +534,39 @@ class OpBook:
 
         return Op(plan)
 
+    # ---- Q-27 pause, O-6 run now (docs/adr/0023)
+
+    def set_paused(self, queue: str, paused: bool) -> Op[bool]:
+        params = {"queue": queue, "wake": self.wake}
+        stmt = self.st.pause if paused else self.st.resume
+
+        def plan() -> Plan[bool]:
+            count = yield Q(stmt, params, ROWCOUNT)
+            return bool(count == 1)
+
+        return Op(plan)
+
+    def is_paused(self, queue: str) -> Op[bool]:
+        def plan() -> Plan[bool]:
+            (paused,) = yield Q(self.st.is_paused, {"queue": queue}, ONE)
+            return bool(paused)
+
+        return Op(plan, writes=False)
+
+    def run_now(self, queue: str, job_id: int) -> Op[bool]:
+        params = {"id": job_id, "queue": queue, "wake": self.wake}
+
+        def plan() -> Plan[bool]:
+            rows = yield Q(self.st.run_now, params, ALL)
+            for grp, limit, _ in rows:
+                if grp is not None and limit is not None:
+                    yield Q(self.st.rebalance_group, {"queue": queue, "grp": grp}, ONE)
+            return bool(rows)
+
+        return Op(plan, atomic=True)
+
+    # ---- end Q-27, O-6
+
     def _waiting_on(self, rows: list[JobRow]) -> Plan[list[JobRow]]:
         """WF-1: each waiting row's unfinished parents."""
         ids = [r.id for r in rows if r.state == "waiting"]
@@ -593,7 +626,7 @@ class OpBook:
     def queue_stats(self, queue: str | None) -> Op[list[QueueStats]]:
         def one(name: str) -> Plan[list[QueueStats]]:
             row = yield Q(self.st.stats, {"queue": name}, ONE)
-            pending, scheduled, processing, dead, oldest, waiting = row
+            pending, scheduled, processing, dead, oldest, waiting, paused = row
             return [
                 QueueStats(
                     name,
@@ -603,15 +636,22 @@ class OpBook:
                     int(dead),
                     _opt_utc(oldest),
                     int(waiting),
+                    bool(paused),
                 )
             ]
 
         def every() -> Plan[list[QueueStats]]:
             rows = yield Q(self.st.queue_stats, {}, ALL)
-            return [
-                QueueStats(q, int(p), int(s), int(r), int(d), _opt_utc(o), int(w))
+            names = yield Q(self.st.paused_queues, {}, ALL)
+            paused = {str(r[0]) for r in names}
+            stats = {
+                q: QueueStats(q, int(p), int(s), int(r), int(d), _opt_utc(o), int(w), q in paused)
                 for q, p, s, r, d, o, w in rows
-            ]
+            }
+            # Q-27: a paused queue is listed even when it holds no rows.
+            for name in paused - stats.keys():
+                stats[name] = QueueStats(name, 0, 0, 0, 0, None, 0, True)
+            return [stats[q] for q in sorted(stats)]  # code point order, as COLLATE "C"
 
         if queue is not None:
             return Op(lambda: one(queue), writes=False)
@@ -825,7 +865,9 @@ class OpBook:
 
         def plan() -> Plan[list[tuple[str, str]]]:
             rows = yield Q(self.st.wake_probe, params, ALL)
-            return [(key, f"{head}|{seq}|{sched}") for key, head, seq, sched in rows]
+            return [
+                (key, f"{head}|{seq}|{sched}|{paused}") for key, head, seq, sched, paused in rows
+            ]
 
         return Op(plan, writes=False, soft=True, soft_value=[])
 

@@ -598,6 +598,15 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE {schema}.jobs ADD COLUMN progress json",
         "ALTER TABLE {schema}.dead ADD COLUMN progress json",
         # --- end Q-28
+        # ---- Q-27 pause (docs/adr/0023): one row per paused queue. The claim
+        # reads it by primary key in its first priority probe (an
+        # uncorrelated NOT EXISTS, a one-time filter), so a claim costs one
+        # probe of a tiny table whether no queue or a thousand are paused.
+        """CREATE TABLE {schema}.paused (
+            queue text PRIMARY KEY,
+            paused_at timestamptz NOT NULL
+        )""",
+        # ---- end Q-27
     ],
 }
 #: What each migration brings, for the error a role that cannot run it gets.
@@ -607,7 +616,7 @@ MIGRATION_TITLES = {
     3: "group slots for ready rows first, expired slot holders",
     4: "kept results",
     5: "jobs that wait for other jobs",
-    6: "progress checkpoints",
+    6: "progress checkpoints, paused queues",
 }
 
 # ------------------------------------------------------------------------ queue
@@ -948,6 +957,7 @@ _GROUP_EXPIRED = f"""queue = %(queue)s::text AND grp IS NOT NULL AND parked = 0
 _LEVELS = """levels(p) AS (
     SELECT (SELECT priority FROM {schema}.jobs
             WHERE queue = %(queue)s::text AND attempts < max_attempts AND parked = 0
+              AND NOT EXISTS (SELECT 1 FROM {schema}.paused WHERE queue = %(queue)s::text)
             ORDER BY priority DESC LIMIT 1)
     UNION ALL
     SELECT (SELECT priority FROM {schema}.jobs
@@ -1086,6 +1096,8 @@ CROSS JOIN LATERAL (
      WHERE j.queue = q.name AND j.grp IS NOT NULL AND j.parked = 0 AND j.state = 'pending'
        AND j.expires_at IS NOT NULL AND j.expires_at > {_NOW}
      ORDER BY j.expires_at LIMIT 1)) r
+-- Q-27: a paused queue has nothing to wait for until its resume wakes it.
+WHERE NOT EXISTS (SELECT 1 FROM {{schema}}.paused p WHERE p.queue = q.name)
 """
 
 # Fencing: (id, claim number), still processing, deadline not passed (Q-4, Q-7).
@@ -1350,9 +1362,38 @@ SELECT
     count(*) FILTER (WHERE state = 'processing'),
     (SELECT count(*) FROM {{schema}}.dead WHERE queue = %(queue)s::text),
     min(run_at) FILTER (WHERE state = 'pending' AND run_at <= {_NOW}),
-    (SELECT count(*) FROM {{schema}}.waiting WHERE queue = %(queue)s::text)
+    (SELECT count(*) FROM {{schema}}.waiting WHERE queue = %(queue)s::text),
+    EXISTS (SELECT 1 FROM {{schema}}.paused WHERE queue = %(queue)s::text)
 FROM ({_LIVE_BRANCHES}) AS live
 """
+
+# ---- Q-27 pause, O-6 run now (docs/adr/0023)
+PAUSE = """
+INSERT INTO {schema}.paused (queue, paused_at) VALUES (%(queue)s::text, clock_timestamp())
+ON CONFLICT (queue) DO NOTHING
+"""
+# A resume wakes the queue's blocked claims at its commit, as an enqueue does.
+RESUME = """
+WITH gone AS (DELETE FROM {schema}.paused WHERE queue = %(queue)s::text RETURNING queue)
+SELECT pg_notify(%(wake)s::text, queue) FROM gone
+"""
+IS_PAUSED = "SELECT EXISTS (SELECT 1 FROM {schema}.paused WHERE queue = %(queue)s::text)"
+PAUSED_QUEUES = "SELECT queue FROM {schema}.paused"
+# A pending job becomes ready now; one ready already keeps its place (its
+# times only ever move back). A row of a limited group is rebalanced after
+# (ready rows hold the slots first, Q-25).
+RUN_NOW = f"""
+WITH {_CLOCK},
+moved AS (
+    UPDATE {{schema}}.jobs
+    SET run_at = least(run_at, {_NOW}), ready_at = least(ready_at, {_NOW})
+    WHERE id = %(id)s::bigint AND queue = %(queue)s::text AND state = 'pending'
+    RETURNING queue, grp, group_limit),
+wake AS MATERIALIZED (SELECT pg_notify(%(wake)s::text, queue) FROM moved)
+SELECT m.grp, m.group_limit, (SELECT count(*) FROM wake) FROM moved m
+"""
+REBALANCE_GROUP = "SELECT {schema}.rebalance_group(%(queue)s::text, %(grp)s::text)"
+# ---- end Q-27, O-6
 
 # Names sort by code point (COLLATE "C"), as on every engine.
 QUEUE_STATS = f"""
@@ -1528,8 +1569,9 @@ NOTIFY = "SELECT pg_notify(%(channel)s::text, %(payload)s::text)"
 
 # The wake probe of a transaction pooler (EN-4), one statement per poll for
 # every watched key: the head of a queue's ready index (which moves when a
-# row turns claimable or is claimed), a stream's counter, and the schedules'
-# count and last change. Nothing is written; no NOTIFY is needed to see it.
+# row turns claimable or is claimed), a stream's counter, the schedules'
+# count and last change, and whether the queue is paused (Q-27). Nothing is
+# written; no NOTIFY is needed to see it.
 WAKE_PROBE = """
 SELECT k.key,
     (SELECT j.id::text || '@' || j.ready_at::text FROM {schema}.jobs j
@@ -1540,7 +1582,9 @@ SELECT k.key,
      WHERE left(k.key, 7) = 'stream:' AND s.name = substr(k.key, 8)),
     CASE WHEN k.key = %(schedules_key)s::text THEN
         (SELECT count(*)::text || '@' || COALESCE(max(updated_at)::text, '')
-         FROM {schema}.schedules) END
+         FROM {schema}.schedules) END,
+    -- Q-27: a resume changes the fingerprint (the head may not move).
+    EXISTS (SELECT 1 FROM {schema}.paused p WHERE p.queue = k.key)
 FROM unnest(%(keys)s::text[]) AS k(key)
 """
 
@@ -1678,6 +1722,12 @@ class Statements:
         self.list_live = c(LIST_LIVE)
         self.list_dead = c(LIST_DEAD)
         self.stats = c(STATS)
+        self.pause = c(PAUSE)
+        self.resume = c(RESUME)
+        self.is_paused = c(IS_PAUSED)
+        self.paused_queues = c(PAUSED_QUEUES)
+        self.run_now = c(RUN_NOW)
+        self.rebalance_group = c(REBALANCE_GROUP)
         self.queue_stats = c(QUEUE_STATS)
         self.sweep = c(SWEEP)
         self.redrive_all = c(REDRIVE).replace("{which}", _ALL)

@@ -56,6 +56,9 @@ class SQLiteExecutor:
         self.heartbeat = queues.heartbeat
         self.progress = queues.progress
         self.cancel = queues.cancel
+        self.set_paused = queues.set_paused
+        self.is_paused = queues.is_paused
+        self.run_now = queues.run_now
         self.get_job = queues.get_job
         self.get_result = queues.get_result
         self.parent_results = queues.parent_results

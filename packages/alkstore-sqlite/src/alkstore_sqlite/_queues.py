@@ -476,7 +476,7 @@ class QueueOps:
         with self._read() as conn:
             for queue in queues:
                 times = conn.execute(_sql.NEXT_READY, {"queue": queue, "now": now}).fetchone()
-                for at in times:
+                for at in times or ():  # no row: the queue is paused
                     if at is not None and (soonest is None or at < soonest):
                         soonest = at
         return None if soonest is None else (soonest - now) / 1_000_000
@@ -646,6 +646,33 @@ class QueueOps:
 
         return self._write(tx, run)
 
+    # ---- Q-27 pause, O-6 run now (docs/adr/0023)
+
+    def set_paused(self, tx: sqlite3.Connection | None, queue: str, paused: bool) -> bool:
+        # A resume wakes blocked claims by its commit, as every commit does.
+        def run(conn: sqlite3.Connection) -> bool:
+            params = {"queue": queue, "now": now_us()}
+            return conn.execute(_sql.PAUSE if paused else _sql.RESUME, params).rowcount == 1
+
+        return self._write(tx, run, single=True)
+
+    def is_paused(self, queue: str) -> bool:
+        with self._read() as conn:
+            return bool(conn.execute(_sql.IS_PAUSED, {"queue": queue}).fetchone()[0])
+
+    def run_now(self, tx: sqlite3.Connection | None, queue: str, job_id: int) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            params = {"id": job_id, "queue": queue, "now": now_us()}
+            rows = conn.execute(_sql.RUN_NOW, params).fetchall()
+            for (group,) in rows:
+                if group is not None:  # ready rows hold the group's slots first
+                    self._rebalance(conn, queue, group)
+            return bool(rows)
+
+        return self._write(tx, run)
+
+    # ---- end Q-27, O-6
+
     def parent_results(self, tx: sqlite3.Connection | None, job_id: int) -> dict[int, str]:
         def run(conn: sqlite3.Connection) -> dict[int, str]:
             params = {"id": job_id, "now": now_us()}
@@ -711,16 +738,29 @@ class QueueOps:
             if queue is not None:
                 row = conn.execute(_sql.STATS, {"queue": queue, "now": now}).fetchone()
                 pending, scheduled, processing, dead, oldest, waiting = row
+                (paused,) = conn.execute(_sql.IS_PAUSED, {"queue": queue}).fetchone()
                 return [
                     QueueStats(
-                        queue, pending, scheduled, processing, dead, _opt_time(oldest), waiting
+                        queue,
+                        pending,
+                        scheduled,
+                        processing,
+                        dead,
+                        _opt_time(oldest),
+                        waiting,
+                        bool(paused),
                     )
                 ]
             rows = conn.execute(_sql.QUEUE_STATS, {"now": now}).fetchall()
-        return [
-            QueueStats(q, int(p), int(s), int(r), int(d), _opt_time(o), int(w))
+            held = {str(r[0]) for r in conn.execute(_sql.PAUSED_QUEUES)}
+        stats = {
+            q: QueueStats(q, int(p), int(s), int(r), int(d), _opt_time(o), int(w), q in held)
             for q, p, s, r, d, o, w in rows
-        ]
+        }
+        # a paused queue is listed even when it holds no rows.
+        for q in held - stats.keys():
+            stats[q] = QueueStats(q, 0, 0, 0, 0, None, 0, True)
+        return [stats[q] for q in sorted(stats)]
 
     def sweep(self, queue: str) -> SweepResult:
         def run(conn: sqlite3.Connection) -> SweepResult:

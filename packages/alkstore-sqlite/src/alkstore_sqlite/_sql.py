@@ -279,6 +279,15 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE __alkstore_jobs ADD COLUMN progress TEXT",
         "ALTER TABLE __alkstore_dead ADD COLUMN progress TEXT",
         # --- end Q-28
+        # ---- Q-27 pause (docs/adr/0023): one row per paused queue. The claim
+        # statements read it by primary key (an uncorrelated NOT EXISTS,
+        # evaluated once per statement), so a claim costs one probe of a
+        # tiny table whether no queue or a thousand are paused.
+        """CREATE TABLE IF NOT EXISTS __alkstore_paused (
+            queue TEXT PRIMARY KEY,
+            paused_at INTEGER NOT NULL
+        ) WITHOUT ROWID""",
+        # ---- end Q-27
     ],
 }
 
@@ -415,6 +424,10 @@ SELECT EXISTS (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_expires
                WHERE queue = :queue AND expires_at IS NOT NULL AND expires_at <= :now)
 """
 
+# Q-27: nothing of a paused queue is claimable (one primary-key probe of the
+# paused table, evaluated once per statement).
+_NOT_PAUSED = "NOT EXISTS (SELECT 1 FROM __alkstore_paused WHERE queue = :queue)"
+
 # The earliest ready_at of a claimable, unexpired row: per priority level on
 # the claim index (see NEXT_READY).
 _EARLIEST_READY = """(
@@ -445,7 +458,7 @@ WHERE queue = :queue AND grp IS NOT NULL AND parked = 0 AND state = 'pending'
 # to sleep without the write lock.
 CLAIM_PRECHECK = f"""
 SELECT
-  coalesce({_EARLIEST_READY} <= :now, 0),
+  coalesce({_EARLIEST_READY} <= :now, 0) AND {_NOT_PAUSED},
   EXISTS (SELECT 1 FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted
           WHERE queue = :queue AND attempts >= max_attempts AND ready_at <= :now)
   OR EXISTS ({_GROUP_EXPIRED})
@@ -490,14 +503,19 @@ RETURNING id, grp
 # run_at = ready_at records when the row became ready (for a reclaim: when
 # its lapsed claim did), which also gives the claim order of the rows and
 # the queue time (O-1); release puts it back (Q-26).
+#
+# Q-27: the levels are where a pause stops a claim. A paused queue has no
+# top level (so CLAIM picks nothing) and no level below (so CLAIM_AT, which
+# only ever takes a level these found in the same write transaction, is
+# never reached): one probe of the paused table per claim statement.
 _CLAIMABLE = "queue = :queue AND attempts < max_attempts AND parked = 0"
 TOP_PRIORITY = f"""
 SELECT priority FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-WHERE {_CLAIMABLE}
+WHERE {_CLAIMABLE} AND {_NOT_PAUSED}
 ORDER BY priority DESC LIMIT 1"""
 NEXT_PRIORITY = f"""
 SELECT priority FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-WHERE {_CLAIMABLE} AND priority < :p
+WHERE {_CLAIMABLE} AND {_NOT_PAUSED} AND priority < :p
 ORDER BY priority DESC LIMIT 1"""
 _CLAIM_PICK = f"""
 SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
@@ -551,6 +569,7 @@ SELECT {_EARLIEST_READY},
        (SELECT MIN(expires_at) FROM __alkstore_jobs INDEXED BY __alkstore_jobs_group_expiry
         WHERE queue = :queue AND grp IS NOT NULL AND parked = 0 AND state = 'pending'
           AND expires_at IS NOT NULL AND expires_at > :now)
+WHERE {_NOT_PAUSED}
 """
 
 # Fencing: (id, claim number), still processing, deadline not passed (Q-4, Q-7).
@@ -720,6 +739,25 @@ SELECT queue, SUM(pending), SUM(scheduled), SUM(processing), SUM(dead), MIN(olde
   SELECT queue, 0, 0, 0, 0, NULL, COUNT(*) FROM __alkstore_waiting GROUP BY queue
 ) GROUP BY queue ORDER BY queue
 """
+
+# ---- Q-27 pause, O-6 run now (docs/adr/0023)
+PAUSE = (
+    "INSERT INTO __alkstore_paused (queue, paused_at) VALUES (:queue, :now) "
+    "ON CONFLICT (queue) DO NOTHING"
+)
+RESUME = "DELETE FROM __alkstore_paused WHERE queue = :queue"
+IS_PAUSED = "SELECT EXISTS (SELECT 1 FROM __alkstore_paused WHERE queue = :queue)"
+PAUSED_QUEUES = "SELECT queue FROM __alkstore_paused ORDER BY queue"
+# A pending job becomes ready now; one ready already keeps its place (its
+# times only ever move back). A parked row of a limited group stays parked
+# here: the group rebalances after (ready rows first, Q-25).
+RUN_NOW = """
+UPDATE __alkstore_jobs
+SET run_at = MIN(run_at, :now), ready_at = MIN(ready_at, :now)
+WHERE id = :id AND queue = :queue AND state = 'pending'
+RETURNING grp
+"""
+# ---- end Q-27, O-6
 
 # Q-15: every row past expires_at, pending or processing.
 EXPIRED_TO_DEAD = _TO_DEAD + "WHERE queue = :queue AND expires_at <= :now"

@@ -332,6 +332,29 @@ class AsyncQueue(Protocol):
         least *older_than_s*, or all (Q-22)."""
         ...
 
+    async def pause(self, tx: object | None = None) -> bool:
+        """Pause this queue for every store on the database (Q-27): its
+        claims hand out nothing until :meth:`resume`; enqueues, acks,
+        heartbeats and retries go on. Joins *tx* (T-1). ``True`` when it was
+        not paused before."""
+        ...
+
+    async def resume(self, tx: object | None = None) -> bool:
+        """Undo :meth:`pause` and wake the queue's blocked claims at the
+        commit (Q-27). Joins *tx* (T-1). ``True`` when it was paused."""
+        ...
+
+    async def is_paused(self) -> bool:
+        """Whether the queue is paused (Q-27); a pure read."""
+        ...
+
+    async def run_now(self, job_id: int, tx: object | None = None) -> bool:
+        """Make a pending job of this queue ready at once: a scheduled one
+        (``run_at`` in the future) becomes claimable now, one already ready
+        keeps its place (O-6). ``False`` for a processing, waiting, dead or
+        unknown job. Joins *tx* (T-1); wakes blocked claims at the commit."""
+        ...
+
 
 class AsyncOutbox(Protocol):
     """A transactional outbox on the reserved queue ``__alkstore.outbox.<name>`` (Q-20)."""

@@ -34,3 +34,5 @@ class Capability(StrEnum):
     #: Q-29: ``enqueue_unique(on_conflict="replace", debounce_s=...)``.
     REPLACE_DEBOUNCE = "replace_debounce"
     PROGRESS = "progress"
+    PAUSE = "pause"
+    RUN_NOW = "run_now"

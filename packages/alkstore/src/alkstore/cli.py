@@ -461,9 +461,13 @@ def cmd_queues(args: argparse.Namespace) -> int:
         args,
         lambda store: store.queue_stats(),
         "(no queues)",
-        ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD"],
-        lambda s: [s.queue, s.pending, s.scheduled, s.processing, s.dead],
+        ["QUEUE", "PENDING", "SCHEDULED", "PROCESSING", "DEAD", "PAUSED"],
+        lambda s: [s.queue, s.pending, s.scheduled, s.processing, s.dead, _yes(s.paused)],
     )
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
 def _job_row(info: JobInfo, now: datetime) -> list[object]:
@@ -625,6 +629,28 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             )
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def _pause_command(args: argparse.Namespace, pause: bool) -> int:
+    """Q-27: ``pause`` and ``resume``; doing it twice is no error."""
+    with _store(args) as store:
+        queue = _queue(store, args.queue)
+        changed = queue.pause() if pause else queue.resume()
+    if args.json:
+        _print_json({"queue": args.queue, "paused": pause, "changed": changed})
+    elif changed:
+        print(f"{'paused' if pause else 'resumed'} queue {args.queue}")
+    else:
+        print(f"queue {args.queue} was {'already paused' if pause else 'not paused'}")
+    return EXIT_OK
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    return _pause_command(args, True)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _pause_command(args, False)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -1071,6 +1097,12 @@ def _build_parser() -> _Parser:
     p = add("cancel", cmd_cancel, "delete a pending or processing job", both)
     _queue_option(p)
     p.add_argument("id", metavar="ID", type=int)
+
+    # Q-27: --queue as everywhere (the queue as a word works too, as in cancel).
+    p = add("pause", cmd_pause, "pause a queue: no claim takes its jobs until resume", both)
+    _queue_option(p)
+    p = add("resume", cmd_resume, "resume a paused queue, waking its waiting workers", both)
+    _queue_option(p)
 
     p = add("sweep", cmd_sweep, "dead-letter expired jobs and purge old dead letters", both)
     _queue_option(p, needed=False)

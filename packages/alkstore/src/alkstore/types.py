@@ -342,7 +342,8 @@ class QueueStats:
     that is ready now (``None`` when none is), for the queue-age gauge (O-1);
     it takes no part in comparisons, which are about the counts. ``waiting``
     counts the jobs waiting for others to finish (WF-1), in none of the
-    other counts."""
+    other counts. ``paused`` says whether the queue is paused (Q-27): its
+    claims hand out nothing until it is resumed."""
 
     queue: str
     pending: int
@@ -351,6 +352,7 @@ class QueueStats:
     dead: int
     oldest_ready_at: datetime | None = field(default=None, compare=False)
     waiting: int = 0
+    paused: bool = False
 
     def __post_init__(self) -> None:
         if min(self.pending, self.scheduled, self.processing, self.dead, self.waiting) < 0:

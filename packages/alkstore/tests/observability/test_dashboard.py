@@ -20,7 +20,7 @@ from wsgiref.util import setup_testing_defaults
 
 import pytest
 
-from alkstore import JobState, QueueOpts, QueueStats, Store
+from alkstore import EnqueueOpts, JobState, QueueOpts, QueueStats, Store
 from alkstore.cli import main
 from alkstore.observability import record_finished, serve_worker_metrics
 from alkstore.observability.dashboard import DashboardServer, serve_dashboard
@@ -932,3 +932,115 @@ def test_a_state_queue_stats_does_not_count_is_counted_up_to_a_cap(
     assert tab_counts(page)["done"] == "2+"
     assert tab_counts(page)["pending"] == "0"
     assert len(listed_ids(page, "done")) == 3
+
+
+# ------------------------------------------------ Q-27 pause, O-6 run now
+
+
+@pytest.mark.clause("Q-27", "O-6")
+def test_pause_asks_first_and_resume_undoes_it(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    """Q-27: the queue page shows whether the queue runs; Pause asks first, then pauses
+    (the overview and the page say so, claims find nothing); Resume needs no confirmation."""
+    jobs = seed_live(store)
+    csrf = signed_in_csrf(client, dashboard)
+    page = client.get("/queue?name=live&state=pending").text
+    assert 'data-paused="0"' in page and 'id="queue-pause"' in page
+    fields: dict[str, str | list[str]] = {"name": "live", "csrf": csrf, "state": "pending"}
+    confirm = client.post("/queue/pause", fields)
+    assert confirm.status == 200 and "Pause queue live?" in text_of(confirm.text)
+    assert not store.queue("live").is_paused()
+    done = client.post("/queue/pause", {**fields, "confirm": "1"})
+    assert done.status == 303 and done.headers["Location"] == "/queue?name=live&state=pending"
+    after = client.get(done.headers["Location"]).text
+    assert "Paused queue live" in after and 'data-paused="1"' in after
+    assert 'id="queue-resume"' in after
+    assert store.queue("live").is_paused() and store.queue("live").claim("w") is None
+    overview = client.get("/").text
+    row = re.search(r'<tr data-queue="live">.*?</tr>', overview, re.S)
+    assert row is not None and 'class="badge paused"' in row.group(0)
+    resumed = client.post("/queue/resume", fields)
+    assert resumed.status == 303
+    assert "Resumed queue live." in client.get(resumed.headers["Location"]).text
+    assert not store.queue("live").is_paused()
+    job = store.queue("live").claim("w")
+    assert job is not None and job.id == jobs["pending"][0]
+
+
+@pytest.mark.clause("O-6")
+def test_run_now_from_a_row_and_from_the_job_page(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    """O-6: each scheduled and pending row offers Run now, which makes the job ready at
+    once without asking; the job page offers it too and returns to the job."""
+    jobs = seed_live(store)
+    csrf = signed_in_csrf(client, dashboard)
+    scheduled = jobs["scheduled"][0]
+    page = client.get("/queue?name=live&state=scheduled").text
+    assert f'data-run-now="{scheduled}"' in page
+    assert f'data-run-now="{jobs["pending"][0]}"' in (
+        client.get("/queue?name=live&state=pending").text
+    )
+    assert "data-run-now" not in client.get("/queue?name=live&state=processing").text
+    answer = client.post(
+        "/queue/run-now",
+        {"name": "live", "ids": str(scheduled), "csrf": csrf, "state": "scheduled"},
+    )
+    assert answer.status == 303 and answer.headers["Location"] == "/queue?name=live&state=scheduled"
+    back = client.get(answer.headers["Location"]).text
+    assert "Made 1 job(s) ready to run now." in back
+    assert listed_ids(back, "scheduled") == []
+    assert scheduled in listed_ids(client.get("/queue?name=live&state=pending").text, "pending")
+
+    later = store.queue("live").enqueue({"step": "later again"}, EnqueueOpts(delay_s=3600))
+    job_page = client.get(f"/job?queue=live&id={later}").text
+    assert 'id="job-run-now"' in job_page and 'id="job-cancel"' in job_page
+    answer = client.post(
+        "/queue/run-now",
+        {"name": "live", "ids": str(later), "csrf": csrf, "state": "scheduled", "from": "job"},
+    )
+    assert answer.headers["Location"] == f"/job?queue=live&id={later}"
+    shown = client.get(answer.headers["Location"]).text
+    assert re.search(r'data-field="state">pending<', shown)
+    # A processing job is not made ready: the count says so.
+    again = client.post(
+        "/queue/run-now",
+        {"name": "live", "ids": str(jobs["processing"][0]), "csrf": csrf},
+    )
+    assert "1 of those selected were no longer pending." in (
+        client.get(again.headers["Location"]).text
+    )
+    assert 'id="job-run-now"' not in client.get(f"/job?queue=live&id={jobs['dead'][0]}").text
+
+
+@pytest.mark.clause("Q-27", "O-6")
+def test_pause_and_run_now_follow_the_access_rules(
+    store: Store, dashboard: DashboardServer, client: Client
+) -> None:
+    """Q-27, O-6: pause, resume and run now need the token's session and its CSRF token,
+    are never GETs, and are refused (with no buttons) in --read-only."""
+    jobs = seed_live(store)
+    scheduled = str(jobs["scheduled"][0])
+    anonymous = client.get("/queue?name=live&state=scheduled").text
+    assert "data-run-now" not in anonymous and 'id="queue-pause"' not in anonymous
+    assert 'data-paused="0"' in anonymous  # the state is shown to readers too
+    pause: dict[str, str | list[str]] = {"name": "live", "confirm": "1", "csrf": "x"}
+    run: dict[str, str | list[str]] = {"name": "live", "ids": scheduled, "csrf": "x"}
+    for path, fields in (("/queue/pause", pause), ("/queue/run-now", run)):
+        assert client.post(path, fields).status == 403
+    client.login(dashboard)
+    for path, fields in (("/queue/pause", pause), ("/queue/run-now", run)):
+        assert client.post(path, {**fields, "csrf": "forged"}).status == 403
+        assert client.get(f"{path}?name=live&ids={scheduled}").status == 405
+    store.queue("live").pause()
+    with serve_dashboard(store, "127.0.0.1:0", read_only=True) as server:
+        ro = Client(server)
+        ro.login(server)
+        page = ro.get("/queue?name=live&state=scheduled").text
+        assert 'name="csrf"' not in page and 'data-paused="1"' in page
+        assert 'id="queue-resume"' not in page and "data-run-now" not in page
+        assert ro.post("/queue/resume", {"name": "live", "csrf": "x"}).status == 403
+        assert ro.post("/queue/run-now", run).status == 403
+    assert store.queue("live").is_paused()
+    assert store.queue("live").stats().scheduled == 1

@@ -392,6 +392,60 @@ def test_a_pending_job_cancelled_through_its_page(
     assert scene.store.queue("emails").get_job(target) is None
 
 
+@pytest.mark.clause("Q-27", "O-6")
+def test_a_queue_paused_and_resumed_through_its_page(
+    scene: Scene, signed_in: Page, shots: Shots
+) -> None:
+    """Q-27: Pause on a queue's page asks first, then pauses the queue (its page and the
+    overview mark it); Resume runs it again."""
+    page = signed_in
+    page.goto(page.url + "queue?name=reports&state=pending")
+    assert page.locator("#pause-state").get_attribute("data-paused") == "0"
+    with page.expect_navigation():
+        page.locator("#queue-pause").click()
+    assert "Pause queue reports?" in page.locator("h1").inner_text(timeout=3_000)
+    assert not scene.store.queue("reports").is_paused()  # not before confirming
+    with page.expect_navigation():
+        page.locator("#confirm").click()
+    page.wait_for_url("**/queue?name=reports&state=pending")
+    assert "Paused queue reports" in page.locator(".flash").inner_text(timeout=3_000)
+    assert page.locator("#pause-state").get_attribute("data-paused") == "1"
+    assert scene.store.queue("reports").is_paused()
+    shots(page, "dashboard-paused")
+    page.goto(page.url.split("/queue")[0] + "/")
+    assert page.locator('tr[data-queue="reports"] .badge.paused').count() == 1
+    assert page.locator('tr[data-queue="emails"] .badge.paused').count() == 0
+    page.goto(page.url + "queue?name=reports&state=pending")
+    with page.expect_navigation():
+        page.locator("#queue-resume").click()
+    assert "Resumed queue reports." in page.locator(".flash").inner_text(timeout=3_000)
+    assert page.locator("#pause-state").get_attribute("data-paused") == "0"
+    assert not scene.store.queue("reports").is_paused()
+
+
+@pytest.mark.clause("O-6")
+def test_a_scheduled_job_run_now_through_its_row(
+    scene: Scene, signed_in: Page, shots: Shots
+) -> None:
+    """O-6: Run now on a scheduled job's row makes it ready at once, without asking."""
+    page = signed_in
+    later = [
+        j.id
+        for j in scene.store.queue("emails").list_jobs(JobState.PENDING, limit=1000)
+        if j.run_at > datetime.now(timezone.utc)
+    ]
+    assert len(later) == 1
+    page.goto(page.url + "queue?name=emails&state=scheduled")
+    with page.expect_navigation():
+        page.locator(f'button[data-run-now="{later[0]}"]').click()
+    page.wait_for_url("**/queue?name=emails&state=scheduled")
+    assert "Made 1 job(s) ready to run now." in page.locator(".flash").inner_text(timeout=3_000)
+    assert page.locator(f'tr[data-job="{later[0]}"]').count() == 0
+    info = scene.store.queue("emails").get_job(later[0])
+    assert info is not None and info.state is JobState.PENDING
+    assert info.run_at <= datetime.now(timezone.utc)
+
+
 def test_a_done_job_shows_its_result_and_trace(scene: Scene, signed_in: Page, shots: Shots) -> None:
     """O-6: a done job's page shows its result, finish time and trace id, and offers no change."""
     page = signed_in

@@ -33,6 +33,7 @@ from .infos import job_info, job_result
 from .jobs import KitJob
 from .jobs_base import decode_claims
 from .native import resolve_sync
+from .operate import check_pause_capability, check_run_now_capability
 from .prepare import check_ids, check_job_id, check_unique_key, prepare_job, with_conflict
 from .queue_base import (
     FULL_FIRST_PAUSE_S,
@@ -367,3 +368,32 @@ class KitQueue(QueueBase):
         if ids == []:
             return 0
         return self._ex.purge_dead(resolve_sync(tx, self._ex), self._name, ids, older)
+
+    def pause(self, tx: object | None = None) -> bool:
+        """Pause this queue for the whole fleet (Q-27); joins *tx* (T-1).
+        ``True`` when it was not paused before."""
+        self._check_open()
+        check_pause_capability(self._ex.capabilities)
+        return self._ex.set_paused(resolve_sync(tx, self._ex), self._name, True)
+
+    def resume(self, tx: object | None = None) -> bool:
+        """Resume a paused queue, waking its blocked claims at the commit
+        (Q-27); joins *tx* (T-1). ``True`` when it was paused."""
+        self._check_open()
+        check_pause_capability(self._ex.capabilities)
+        return self._ex.set_paused(resolve_sync(tx, self._ex), self._name, False)
+
+    def is_paused(self) -> bool:
+        """Whether this queue is paused (Q-27); a pure read."""
+        self._check_open()
+        check_pause_capability(self._ex.capabilities)
+        return self._ex.is_paused(self._name)
+
+    def run_now(self, job_id: int, tx: object | None = None) -> bool:
+        """Make a pending job of this queue ready at once (O-6): a scheduled
+        one becomes claimable now, a ready one keeps its place. ``False``
+        for a processing, waiting, dead or unknown job; joins *tx* (T-1)."""
+        self._check_open()
+        jid = check_job_id(job_id)
+        check_run_now_capability(self._ex.capabilities)
+        return self._ex.run_now(resolve_sync(tx, self._ex), self._name, jid)

@@ -190,6 +190,25 @@ class AsyncExecutor(ExecutorBase[TxT], Protocol[TxT]):
         longer than *older_than_s* when given); the number deleted (Q-22)."""
         ...
 
+    # Q-27, O-6: operating live work (capabilities ``pause`` and ``run_now``).
+
+    async def set_paused(self, tx: TxT | None, queue: str, paused: bool) -> bool:
+        """Pause *queue* (a row in a table of paused queues) or resume it;
+        ``True`` when the state changed. While a queue is paused every claim
+        of it finds nothing and :meth:`next_ready` ignores it; a resume that
+        changed the state wakes the queue at commit (Q-27)."""
+        ...
+
+    async def is_paused(self, queue: str) -> bool:
+        """Whether *queue* is paused (Q-27). A pure read."""
+        ...
+
+    async def run_now(self, tx: TxT | None, queue: str, job_id: int) -> bool:
+        """Make the pending job *job_id* of *queue* ready now (``run_at`` and
+        the ready time moved back to now, never forwards) and wake the queue
+        at commit; ``False`` for a job in any other state or missing (O-6)."""
+        ...
+
     # -------------------------------------------------------------- streams
 
     async def publish(self, tx: TxT | None, stream: str, key: str | None, payload: str) -> int:

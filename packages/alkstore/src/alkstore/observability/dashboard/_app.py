@@ -12,6 +12,9 @@ that any queue name survives the URL):
 ``/queue/redrive``               POST   ``ids`` (one or more) or ``all=1``
 ``/queue/purge``                 POST   ``ids`` or ``all=1``; always confirmed
 ``/queue/cancel``                POST   ``ids``; always confirmed
+``/queue/run-now``               POST   ``ids``: pending jobs made ready (O-6)
+``/queue/pause``                 POST   pause the queue (Q-27); confirmed
+``/queue/resume``                POST   resume it
 ``/schedules``                   GET    schedules with their next fires
 ``/streams``                     GET    streams with each consumer's lag
 ``/locks``                       GET    held locks with owners and tokens
@@ -20,7 +23,7 @@ that any queue name survives the URL):
 ``/logout``                      POST   ends the session
 ===============================  =====  =====================================
 
-A redrive of all, every purge and every cancel answer first with a
+A redrive of all, every purge, every cancel and a pause answer first with a
 confirmation page whose form repeats the request with ``confirm=1``. Every
 change answers with a redirect (``303``) to the page it came from (the
 queue's jobs in ``state``, or the job's page for ``from=job``), which shows
@@ -38,7 +41,7 @@ from alkstore.errors import AlkstoreError, UnsupportedOperation
 from alkstore.names import OUTBOX_PREFIX
 from alkstore.observability._http import StartResponse, WSGIEnviron
 from alkstore.protocols import Capability, Queue, Store
-from alkstore.types import JobState
+from alkstore.types import JobState, QueueStats
 
 from . import _jobs, _live, _pages
 from ._auth import Guard, Session
@@ -113,6 +116,9 @@ class DashboardApp:
             ("POST", "/queue/redrive"): self._redrive,
             ("POST", "/queue/purge"): self._purge,
             ("POST", "/queue/cancel"): self._cancel,
+            ("POST", "/queue/run-now"): self._run_now,
+            ("POST", "/queue/pause"): self._pause,
+            ("POST", "/queue/resume"): self._resume,
             ("GET", "/job"): self._job_page,
             ("GET", "/healthz"): self._healthz,
             ("GET", "/schedules"): self._listing("Schedules", self._schedules_body),
@@ -210,17 +216,20 @@ class DashboardApp:
         return self._page("403 Forbidden", "Refused", _pages.message_body("Refused", why))
 
     def _actions(self, session: Session | None) -> _pages.Actions:
-        dead_admin = Capability.DEAD_LETTER_ADMIN in self._store.capabilities
+        caps = self._store.capabilities
+        dead_admin = Capability.DEAD_LETTER_ADMIN in caps
+        can = {"pause": Capability.PAUSE in caps, "run_now": Capability.RUN_NOW in caps}
         if self._guard.read_only:
-            return _pages.Actions(None, "This dashboard runs read-only.", dead_admin)
+            return _pages.Actions(None, "This dashboard runs read-only.", dead_admin, **can)
         if session is None:
             return _pages.Actions(
                 None,
-                "Changes (redrive, purge, cancel) need the dashboard's token: open the link "
-                "printed at start, or log in.",
+                "Changes (redrive, purge, cancel, run now, pause) need the dashboard's token: "
+                "open the link printed at start, or log in.",
                 dead_admin,
+                **can,
             )
-        return _pages.Actions(session.csrf, "", dead_admin)
+        return _pages.Actions(session.csrf, "", dead_admin, **can)
 
     def _queue_handle(self, name: str) -> Queue:
         if name.startswith(OUTBOX_PREFIX):
@@ -279,6 +288,7 @@ class DashboardApp:
             stats = next((s for s in self._store.queue_stats() if s.queue == name), None)
             listing = _live.list_state(queue, state, after, now)
             counts = _live.state_counts(stats, queue, states)
+            paused = self._paused(queue, stats)
         except AlkstoreError as exc:
             status = "404 Not Found" if not name else "503 Service Unavailable"
             return self._page(status, "Queue", self._read_failed(f"Queue {name!r}", exc))
@@ -295,8 +305,15 @@ class DashboardApp:
             every_s=self._every_s,
             actions=self._actions(session),
             messages=_pop_flash(session),
+            paused=paused,
         )
         return self._page("200 OK", f"Queue {name}", body, active="/", session=session)
+
+    def _paused(self, queue: Queue, stats: QueueStats | None) -> bool | None:
+        """Q-27: whether the queue is paused; ``None`` when the engine cannot pause."""
+        if Capability.PAUSE not in self._store.capabilities:
+            return None
+        return stats.paused if stats is not None else queue.is_paused()
 
     def _job_page(self, environ: WSGIEnviron, session: Session | None) -> _Response:
         query = parse_qs(str(environ.get("QUERY_STRING", "")))
@@ -400,8 +417,13 @@ class DashboardApp:
             return None, self._forbidden("Changes need the dashboard's token: log in first.")
         if not self._guard.csrf_ok(session, (form.get("csrf") or [""])[0]):
             return None, self._forbidden("The form was stale or not this dashboard's; reload it.")
-        if action != "cancel" and Capability.DEAD_LETTER_ADMIN not in self._store.capabilities:
+        caps = self._store.capabilities
+        if action in ("redrive", "purge") and Capability.DEAD_LETTER_ADMIN not in caps:
             return None, self._forbidden("This engine does not support redrive and purge.")
+        if action == "run-now" and Capability.RUN_NOW not in caps:
+            return None, self._forbidden("This engine cannot run a job now.")
+        if action in ("pause", "resume") and Capability.PAUSE not in caps:
+            return None, self._forbidden("This engine cannot pause queues.")
         return session, None
 
     @staticmethod
@@ -424,6 +446,49 @@ class DashboardApp:
 
     def _cancel(self, environ: WSGIEnviron, session: Session | None) -> _Response:
         return self._change(environ, session, "cancel")
+
+    def _run_now(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        return self._change(environ, session, "run-now")
+
+    def _pause(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        return self._pause_change(environ, session, True)
+
+    def _resume(self, environ: WSGIEnviron, session: Session | None) -> _Response:
+        return self._pause_change(environ, session, False)
+
+    def _pause_change(
+        self, environ: WSGIEnviron, session: Session | None, pause: bool
+    ) -> _Response:
+        """Q-27: pause (after its confirmation) or resume the queue ``name``."""
+        form = self._form(environ)
+        action = "pause" if pause else "resume"
+        allowed, refusal = self._change_allowed(session, form, action)
+        if refusal is not None:
+            return refusal
+        assert allowed is not None
+        name = (form.get("name") or [""])[0]
+        back = {k: v for k, v in self._back(form).items() if k == "state"}
+        listing = "/queue?" + urlencode({"name": name, **back})
+        if pause and (form.get("confirm") or [""])[0] != "1":
+            body = _jobs.confirm_pause_page(name, allowed.csrf, back)
+            return self._page("200 OK", "Confirm", body, active="/", session=allowed)
+        try:
+            queue = self._queue_handle(name)
+            changed = queue.pause() if pause else queue.resume()
+        except AlkstoreError as exc:
+            log.warning("%s of queue %r failed: %s", action, name, exc)
+            allowed.flash.append((f"{action.capitalize()} failed: {exc}", False))
+            return _redirect(listing)
+        label = _pages.queue_label(name)
+        if pause:
+            text = f"Paused queue {label}: no worker claims its jobs until it is resumed."
+            if not changed:
+                text = f"Queue {label} was paused already."
+        else:
+            text = f"Resumed queue {label}." if changed else f"Queue {label} was not paused."
+        log.info("dashboard: %s of queue %r (changed: %s)", action, name, changed)
+        allowed.flash.append((text, True))
+        return _redirect(listing)
 
     @staticmethod
     def _back(form: dict[str, list[str]]) -> dict[str, str]:
@@ -453,11 +518,11 @@ class DashboardApp:
         except ValueError:
             allowed.flash.append(("Those job ids are not valid.", False))
             return _redirect(listing)
-        if ids == [] or (ids is None and action == "cancel"):
+        if ids == [] or (ids is None and action in ("cancel", "run-now")):
             allowed.flash.append(("No job was selected.", False))
             return _redirect(listing)
         confirmed = (form.get("confirm") or [""])[0] == "1"
-        if not confirmed and (ids is None or action != "redrive"):
+        if not confirmed and (ids is None or action not in ("redrive", "run-now")):
             try:
                 dead_now = next((s.dead for s in self._store.queue_stats() if s.queue == name), 0)
             except AlkstoreError as exc:
@@ -476,6 +541,11 @@ class DashboardApp:
                 moved = queue.purge_dead(ids)
                 text = f"Purged {moved:,} dead job(s)."
                 missed = "were no longer dead"
+            elif action == "run-now":  # O-6
+                assert ids is not None
+                moved = sum(queue.run_now(i) for i in ids)
+                text = f"Made {moved:,} job(s) ready to run now."
+                missed = "were no longer pending"
             else:
                 assert ids is not None
                 moved = sum(queue.cancel(i) for i in ids)
@@ -489,7 +559,8 @@ class DashboardApp:
             text += f" {len(ids) - moved:,} of those selected {missed}."
         log.info("dashboard: %s on queue %r: %d job(s)", action, name, moved)
         allowed.flash.append((text, True))
-        if back.get("from") == "job" and action == "redrive" and ids is not None and len(ids) == 1:
+        again = action in ("redrive", "run-now")  # the job is still there
+        if back.get("from") == "job" and again and ids is not None and len(ids) == 1:
             return _redirect("/job?" + urlencode({"queue": name, "id": ids[0]}))
         # A purged or cancelled job is gone: back to where it was listed.
         return _redirect(listing)

@@ -71,6 +71,9 @@ background:#fff;cursor:pointer}
 button.primary{background:#245fb5;border-color:#245fb5;color:#fff}
 button.danger{background:#b23b3b;border-color:#b23b3b;color:#fff}
 .actions{display:flex;gap:.5rem;align-items:center;margin:.6rem 0;flex-wrap:wrap}
+.badge{display:inline-block;font-size:11px;text-transform:uppercase;letter-spacing:.04em;
+padding:.05rem .45rem;border-radius:4px;margin-left:.4rem;vertical-align:middle}
+.badge.paused{background:#fff1d6;border:1px solid #e0b35a;color:#7a4b00}
 .kpis{display:flex;gap:1rem;flex-wrap:wrap;margin-bottom:1rem}
 .kpi{background:#fff;border:1px solid #dde2ea;border-radius:8px;padding:.5rem 1rem;
 min-width:8.5rem}

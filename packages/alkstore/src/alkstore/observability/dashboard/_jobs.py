@@ -13,10 +13,10 @@ from alkstore.types import JobInfo, JobState
 
 from ._html import esc, hidden, href, table, when
 from ._live import SCHEDULED, Listing, shown_state
-from ._pages import Actions, charts, flashes, queue_label
+from ._pages import Actions, charts, flashes, paused_badge, queue_label
 from ._sampler import Sample
 
-__all__ = ["confirm_page", "job_body", "missing_job_body", "queue_body"]
+__all__ = ["confirm_page", "confirm_pause_page", "job_body", "missing_job_body", "queue_body"]
 
 _PAYLOAD_CHARS = 160
 _ERROR_CHARS = 400
@@ -24,6 +24,8 @@ _ERROR_CHARS = 400
 _FULL_CHARS = 64 * 1024
 #: States whose jobs may be cancelled (Q-13: pending or processing rows).
 _CANCELLABLE = frozenset({JobState.PENDING.value, SCHEDULED, JobState.PROCESSING.value})
+#: States whose jobs may be run now (O-6: pending rows, ready or scheduled).
+_RUNNABLE = frozenset({JobState.PENDING.value, SCHEDULED})
 _HEADINGS = {
     JobState.PENDING.value: "Pending jobs (ready now)",
     SCHEDULED: "Scheduled jobs (run_at still ahead)",
@@ -146,6 +148,36 @@ def _cancel_forms(name: str, state: str, csrf: str) -> str:
     )
 
 
+def _pause_bar(name: str, state: str, paused: bool, actions: Actions) -> str:
+    """Q-27: whether the queue is paused, with the button that changes it."""
+    if paused:
+        text = (
+            "Paused: no worker claims this queue's jobs until it is resumed; enqueues, "
+            "and the jobs already claimed, go on."
+        )
+    else:
+        text = "Running: workers claim this queue's jobs."
+    button = ""
+    if actions.csrf is not None and actions.pause:
+        common = hidden("name", name) + hidden("csrf", actions.csrf) + hidden("state", state)
+        if paused:
+            button = (
+                f'<form method="post" action="/queue/resume">{common}'
+                '<button id="queue-resume" class="primary">Resume</button></form>'
+            )
+        else:
+            button = (
+                f'<form method="post" action="/queue/pause">{common}'
+                '<button id="queue-pause" class="danger">Pause&hellip;</button></form>'
+            )
+    return (
+        f'<div class="actions" id="pause-state" data-paused="{"1" if paused else "0"}">'
+        f'<span class="{"badge paused" if paused else "muted"}">'
+        f"{'paused' if paused else 'running'}</span>"
+        f'<span class="muted">{esc(text)}</span>{button}</div>'
+    )
+
+
 def queue_body(
     name: str,
     state: str,
@@ -160,10 +192,13 @@ def queue_body(
     every_s: float,
     actions: Actions,
     messages: Sequence[tuple[str, bool]] = (),
+    paused: bool | None = None,
 ) -> str:
     """A queue's page: a tab with the count of each state, the charts, and
     the jobs of *state*, one page of them, with the changes that state
-    allows (redrive and purge for dead jobs, cancel for live ones)."""
+    allows (redrive and purge for dead jobs, cancel for live ones, run now
+    for pending ones); with *paused* (``None``: the engine cannot pause),
+    whether the queue is paused and the button that changes it (Q-27)."""
     columns = _columns(state, now)
     dead = state == JobState.DEAD.value
     row_action = ""
@@ -175,10 +210,19 @@ def queue_body(
     elif listing.jobs and (dead or state in _CANCELLABLE):
         reason = actions.reason or "This engine does not support redrive and purge."
         forms = f'<p class="note">{esc(reason)}</p>'
+    run_now = actions.csrf is not None and actions.run_now and state in _RUNNABLE
+    if run_now and actions.csrf is not None:
+        common = hidden("name", name) + hidden("csrf", actions.csrf) + hidden("state", state)
+        forms += f'<form id="row-run-now" method="post" action="/queue/run-now">{common}</form>'
     rows = []
     for info in listing.jobs:
         cells = "".join(f'<td class="{cls}">{cell(info)}</td>' for _, cls, cell in columns)
         select = button = ""
+        if run_now:  # O-6: the row's job made ready at once
+            cells += (
+                f'<td><button form="row-run-now" name="ids" value="{info.id}" '
+                f'data-run-now="{info.id}">Run now</button></td>'
+            )
         if row_action:
             select = (
                 f'<td><input type="checkbox" form="selection" name="ids" value="{info.id}" '
@@ -191,6 +235,8 @@ def queue_body(
             )
         rows.append(f'<tr data-job="{info.id}">{select}{cells}{button}</tr>')
     headers = [(label, cls) for label, cls, _ in columns]
+    if run_now:
+        headers.append(("", ""))
     if row_action:
         headers = [("", ""), *headers, ("", "")]
     empty = _EMPTY.get(state, f"No {state} jobs.")
@@ -215,8 +261,10 @@ def queue_body(
             "the next page reads on from there.</p>"
         )
     heading = _HEADINGS.get(state, f"{state.capitalize()} jobs")
+    pause_bar = "" if paused is None else _pause_bar(name, state, paused, actions)
     return (
-        f"{flashes(messages)}<h1>Queue {esc(queue_label(name))}</h1>"
+        f"{flashes(messages)}<h1>Queue {esc(queue_label(name))}{paused_badge(bool(paused))}</h1>"
+        f"{pause_bar}"
         f"{_tabs(name, state, counts, states)}{charts(samples, name, scraping, every_s)}"
         f'<h2>{esc(heading)}</h2><div class="card">{forms}{listed}{scanned}'
         f"<p>{' &middot; '.join(pager)}</p></div>"
@@ -383,6 +431,11 @@ def _job_actions(info: JobInfo, state: str, actions: Actions) -> str:
             f'<form method="post" action="/queue/cancel">{common}'
             '<button id="job-cancel" class="danger">Cancel&hellip;</button></form>'
         )
+        if actions.run_now and state in _RUNNABLE:  # O-6
+            buttons = (
+                f'<form method="post" action="/queue/run-now">{common}'
+                '<button id="job-run-now" class="primary">Run now</button></form>'
+            ) + buttons
     return f'<div class="actions">{buttons}</div>'
 
 
@@ -443,5 +496,21 @@ def confirm_page(
         f"<p>{esc(_EFFECTS[action])}</p>{listed}"
         f'<form method="post" action="/queue/{action}" class="actions">{fields}'
         f'<button id="confirm" class="{cls}">{_CONFIRM_LABELS[action]}</button>'
+        f'<a href="{cancel_link}">Back</a></form></div>'
+    )
+
+
+def confirm_pause_page(name: str, csrf: str, back: Mapping[str, str]) -> str:
+    """Q-27: the confirmation step of a pause, which stops every worker of
+    the queue, in every process, until a resume."""
+    fields = hidden("name", name) + hidden("csrf", csrf) + hidden("confirm", "1")
+    fields += "".join(hidden(k, v) for k, v in back.items())
+    cancel_link = href("/queue", name=name, state=back.get("state"))
+    return (
+        f'<h1>Pause queue {esc(queue_label(name))}?</h1><div class="card">'
+        "<p>No worker, in any process, claims its jobs until it is resumed. Enqueues go on, "
+        "and jobs already claimed finish (ack, retry, heartbeat) as usual.</p>"
+        f'<form method="post" action="/queue/pause" class="actions">{fields}'
+        '<button id="confirm" class="danger">Pause</button>'
         f'<a href="{cancel_link}">Back</a></form></div>'
     )

@@ -22,6 +22,7 @@ __all__ = [
     "login_body",
     "message_body",
     "overview_body",
+    "paused_badge",
     "queue_label",
     "schedules_body",
     "streams_body",
@@ -45,11 +46,15 @@ _RATE_COLORS = {
 class Actions:
     """Whether this page may offer changes: a CSRF token when it may, else
     the reason it may not (shown instead of the buttons); *dead_admin* when
-    the engine can redrive and purge (Q-21, Q-22)."""
+    the engine can redrive and purge (Q-21, Q-22); *pause* and *run_now*
+    when it can pause queues (Q-27) and run jobs now (O-6)."""
 
     csrf: str | None
     reason: str = ""
     dead_admin: bool = True
+    #: Q-27 and O-6: whether the engine can pause queues and run jobs now.
+    pause: bool = False
+    run_now: bool = False
 
 
 def queue_label(name: str) -> str:
@@ -138,6 +143,13 @@ def _count_cell(queue: str, state: str, value: int, cls: str = "") -> str:
     )
 
 
+def paused_badge(paused: bool) -> str:
+    """Q-27: the mark of a paused queue beside its name."""
+    if not paused:
+        return ""
+    return '<span class="badge paused" data-paused="1" title="paused: no claims">paused</span>'
+
+
 def overview_body(
     stats: Sequence[QueueStats],
     now: datetime,
@@ -164,7 +176,8 @@ def overview_body(
         age = oldest_ready_age_s(s, now)
         rows.append(
             f'<tr data-queue="{esc(s.queue)}">'
-            f'<td><a href="{href("/queue", name=s.queue)}">{esc(queue_label(s.queue))}</a></td>'
+            f'<td><a href="{href("/queue", name=s.queue)}">{esc(queue_label(s.queue))}</a>'
+            f"{paused_badge(s.paused)}</td>"
             f"{_count_cell(s.queue, 'waiting', s.waiting)}"
             f"{_count_cell(s.queue, 'pending', s.pending)}"
             f"{_count_cell(s.queue, 'scheduled', s.scheduled)}"
