@@ -33,7 +33,7 @@ def test_version_4_is_upgraded_keeping_its_jobs(
         (version,) = conn.execute(_sql.GET_VERSION).fetchone()
     finally:
         conn.close()
-    assert int(version) == _sql.SCHEMA_VERSION == 5
+    assert int(version) == _sql.SCHEMA_VERSION
 
 
 @pytest.mark.clause("WF-1", "WF-5")

@@ -31,3 +31,4 @@ class Capability(StrEnum):
     RATE_LIMITS = "rate_limits"
     RESULTS = "results"
     WORKFLOWS = "workflows"
+    WORKERS = "workers"
