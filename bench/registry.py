@@ -86,7 +86,7 @@ def _drain(store: alkstore.Store, n: int, every_s: float | None) -> Run:
         worker.run(stop)
         seconds = time.perf_counter() - t0
     finally:
-        del store.ack_each, store.report_worker  # type: ignore[method-assign]
+        del store.ack_each, store.report_worker
     assert q.stats().pending == 0 and q.stats().processing == 0
     return Run(handled, seconds, calls["ack_each"], calls["report_worker"])
 

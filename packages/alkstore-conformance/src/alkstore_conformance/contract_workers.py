@@ -66,6 +66,21 @@ def _row(store: Store, worker_id: str) -> WorkerInfo | None:
     return next((w for w in store.workers() if w.id == worker_id), None)
 
 
+def _wait_row(store: Store, worker_id: str) -> WorkerInfo:
+    """The worker's row, once it is there."""
+    row = eventually(lambda: _row(store, worker_id))
+    assert row is not None
+    return row
+
+
+def _seen_after(store: Store, worker_id: str, after: datetime) -> WorkerInfo | None:
+    """The worker's row once its last_seen moved past *after*, else ``None``."""
+    row = _row(store, worker_id)
+    if row is None or row.last_seen is None or row.last_seen <= after:
+        return None
+    return row
+
+
 def _totals(store: Store, worker_id: str) -> dict[tuple[str, str], int]:
     """The worker's stored counts, summed over minutes, by (queue, outcome)."""
     out: dict[tuple[str, str], int] = {}
@@ -126,7 +141,7 @@ class WorkersContract(ContractBase):
         worker = Worker(store, names, _noop, concurrency=3, worker_id=wid, register_every_s=EVERY_S)
         before = datetime.now(timezone.utc)
         with store_factory.open() as other, _running(worker):
-            row = eventually(lambda: _row(other, wid))
+            row = _wait_row(other, wid)
             assert row.queues == tuple(names)
             assert (row.concurrency, row.version) == (3, __version__)
             assert row.pid > 0 and row.host
@@ -154,7 +169,9 @@ class WorkersContract(ContractBase):
 
         worker = Worker(store, [q, r], handler, worker_id=wid, register_every_s=EVERY_S)
         with _running(worker):
-            first = eventually(lambda: _row(store, wid))
+            first = _wait_row(store, wid)
+            assert first.last_seen is not None
+            seen = first.last_seen
             want = {
                 (q.name, "acked"): 3,
                 (q.name, "failed"): 1,
@@ -162,15 +179,8 @@ class WorkersContract(ContractBase):
                 (r.name, "retried"): 1,
             }
             eventually(lambda: _totals(store, wid) == want)
-            later = eventually(
-                lambda: (
-                    (w := _row(store, wid)) is not None
-                    and w.last_seen is not None
-                    and first.last_seen is not None
-                    and w.last_seen > first.last_seen
-                    and w
-                )
-            )
+            later = eventually(lambda: _seen_after(store, wid, seen))
+            assert later is not None
             assert later.started_at == first.started_at
         counts = [c for c in store.worker_counts() if c.worker_id == wid]
         assert all(c.minute.second == 0 and c.minute.microsecond == 0 for c in counts)
@@ -186,7 +196,7 @@ class WorkersContract(ContractBase):
         # One refresh at the start, the next a minute away: only the stop flushes.
         worker = Worker(store, q, _noop, worker_id=wid, register_every_s=60)
         with _running(worker):
-            eventually(lambda: _row(store, wid))
+            _wait_row(store, wid)
             eventually(lambda: q.stats().pending == 0 and q.stats().processing == 0)
         assert _row(store, wid) is None
         assert _totals(store, wid) == {(q.name, "acked"): 4}
