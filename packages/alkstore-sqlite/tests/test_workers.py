@@ -6,11 +6,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 
 from alkstore.types import WorkerCount, WorkerInfo
 from alkstore_sqlite import SQLiteStore, _sql
+from alkstore_sqlite._executor import SQLiteExecutor
+from alkstore_sqlite._workers import WorkerOps
 
 
 def _info(wid: str = "w1") -> WorkerInfo:
@@ -39,25 +42,21 @@ def test_version_5_is_upgraded_keeping_its_jobs(
 
 
 @pytest.mark.clause("O-5")
-def test_a_refresh_is_one_commit(store: SQLiteStore) -> None:
+def test_a_refresh_is_one_commit(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The row, the counts and both deletions commit together: one write
     transaction on the write queue, as one ack is."""
-    commits: list[str] = []
-    now = datetime.now(timezone.utc)
-    counts = [WorkerCount(now, "w1", "q", o, 1) for o in ("acked", "retried", "dead")]
     ex = store.executor
+    assert isinstance(ex, SQLiteExecutor)
+    writes: list[object] = []
     original = ex.core.write
 
-    def counting(tx: object, fn: Callable[..., object], **kw: object) -> object:
-        commits.append(getattr(fn, "__qualname__", "?"))
-        return original(tx, fn, **kw)  # type: ignore[arg-type]
+    def counting(tx: Any, fn: Any, **kw: Any) -> Any:
+        writes.append(fn)
+        return original(tx, fn, **kw)
 
-    ex.core.write = counting  # type: ignore[method-assign]
-    try:
-        from alkstore_sqlite._workers import WorkerOps
-
-        WorkerOps(ex.core).report_worker(_info(), counts, False, 3600.0, 604800.0)
-    finally:
-        ex.core.write = original  # type: ignore[method-assign]
-    assert len(commits) == 1
+    monkeypatch.setattr(ex.core, "write", counting)
+    now = datetime.now(timezone.utc)
+    counts = [WorkerCount(now, "w1", "q", o, 1) for o in ("acked", "retried", "dead")]
+    WorkerOps(ex.core).report_worker(_info(), counts, False, 3600.0, 604800.0)
+    assert len(writes) == 1
     assert len(store.worker_counts()) == 3
