@@ -986,3 +986,24 @@ def test_the_finished_chart_counts_by_minute_and_queue() -> None:
     assert "8 jobs" in finished_chart(counts, now)
     assert "7 jobs" in finished_chart(counts, now, queue="q")
     assert "need the workers' registry" in finished_chart(None, now)
+
+
+@pytest.mark.clause("O-5")
+def test_a_queue_page_charts_its_own_finished_jobs_per_minute(store: Store, client: Client) -> None:
+    """O-6: a queue's page draws the finished jobs per minute of that queue only."""
+    from alkstore.types import WorkerCount, WorkerInfo
+
+    now = datetime.now(timezone.utc)
+    info = WorkerInfo("w-q", "host-a", 1, ("emails", "sms"), 1, now, "0.1.0")
+    store.report_worker(
+        info,
+        [
+            WorkerCount(now, "w-q", "emails", "acked", 4),
+            WorkerCount(now, "w-q", "sms", "acked", 9),
+        ],
+    )
+    store.queue("emails").enqueue("x")
+    page = client.get("/queue?name=emails").text
+    chart = re.search(r'<div class="card" id="finished-chart">(.*?)</div>', page, re.S)
+    assert chart is not None
+    assert "Finished jobs per minute, emails" in chart.group(1) and "4 jobs" in chart.group(1)

@@ -42,7 +42,9 @@ DOCS_IMG = Path(__file__).resolve().parents[4] / "docs" / "img"
 #: The store the docs' screenshots name in the top bar.
 DOCS_STORE_LABEL = "sqlite:///app.db \u00b7 signed in"
 #: The screenshots the docs show.
-DOCS_SHOTS = frozenset({"dashboard", "dashboard-queue", "dashboard-jobs", "dashboard-job"})
+DOCS_SHOTS = frozenset(
+    {"dashboard", "dashboard-queue", "dashboard-jobs", "dashboard-job", "dashboard-workers"}
+)
 
 if not os.path.exists(CHROMIUM):
     if os.environ.get("CI", "").lower() == "true":

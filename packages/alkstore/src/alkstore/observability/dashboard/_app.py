@@ -300,6 +300,7 @@ class DashboardApp:
             actions=self._actions(session),
             messages=_pop_flash(session),
         )
+        body += f'<div class="charts">{self._finished_chart(now, name)}</div>'  # O-5
         return self._page("200 OK", f"Queue {name}", body, active="/", session=session)
 
     def _job_page(self, environ: WSGIEnviron, session: Session | None) -> _Response:
@@ -369,14 +370,15 @@ class DashboardApp:
             self._store.workers(), self._store.worker_counts(since=since), now
         )
 
-    def _finished_chart(self, now: datetime) -> str:
-        """The overview's chart of finished jobs per minute (O-5's counts);
-        a read that fails is said in its place."""
+    def _finished_chart(self, now: datetime, queue: str | None = None) -> str:
+        """The chart of finished jobs per minute (O-5's counts) of every
+        queue or of *queue*; a read that fails is said in its place."""
         if Capability.WORKERS not in self._store.capabilities:
             return _workers.finished_chart(None, now)
         try:
             since = now - timedelta(minutes=_workers.MINUTES)
-            return _workers.finished_chart(self._store.worker_counts(since=since), now)
+            counts = self._store.worker_counts(since=since)
+            return _workers.finished_chart(counts, now, queue)
         except AlkstoreError as exc:
             log.warning("reading the workers' counts failed: %s", exc)
             return '<div class="card" id="finished-chart"><p>Reading the counts failed.</p></div>'
