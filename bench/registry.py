@@ -1,4 +1,4 @@
-"""Wd with and without the workers' registry (O-5, docs/adr/0022).
+"""Wd with and without the workers' registry (O-5, docs/adr/0023).
 
 ``Worker.run`` drains *jobs* pre-enqueued jobs (no-op handler, concurrency
 4) and stops when the last one was handled; the time runs from the call to

@@ -1,4 +1,4 @@
-"""The workers' registry on PostgreSQL (O-5; docs/adr/0022): schema version 5
+"""The workers' registry on PostgreSQL (O-5; docs/adr/0023): schema version 5
 upgraded in place, and a refresh that is one statement."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The workers' registry on SQLite (O-5; docs/adr/0022): schema version 5
+"""The workers' registry on SQLite (O-5; docs/adr/0023): schema version 5
 upgraded in place, and a refresh that is one write transaction."""
 
 from __future__ import annotations

@@ -589,7 +589,7 @@ MIGRATIONS: dict[int, list[str]] = {
         $body$""",
     ],
     6: [
-        # ---- O-5 workers' registry (docs/adr/0022) ----
+        # ---- O-5 workers' registry (docs/adr/0023) ----
         """CREATE TABLE {schema}.workers (
             id text PRIMARY KEY,
             host text NOT NULL,

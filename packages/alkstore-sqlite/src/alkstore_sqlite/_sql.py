@@ -271,7 +271,7 @@ MIGRATIONS: dict[int, list[str]] = {
             ON __alkstore_dead (failed_dep) WHERE failed_dep IS NOT NULL""",
     ],
     6: [
-        # ---- O-5 workers' registry (docs/adr/0022) ----
+        # ---- O-5 workers' registry (docs/adr/0023) ----
         # One row per running worker, refreshed every few seconds; queues
         # is a JSON array. Counts: finished jobs per minute (the minute's
         # start, microseconds), worker, queue and outcome.

@@ -1,4 +1,4 @@
-"""The workers' registry of the SQLite executor (SPEC §21 O-5, docs/adr/0022).
+"""The workers' registry of the SQLite executor (SPEC §21 O-5, docs/adr/0023).
 
 A refresh is one write transaction of up to four statements on the write
 queue (SQLite has no data-modifying common table expressions): the worker's

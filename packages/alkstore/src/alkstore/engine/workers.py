@@ -1,4 +1,4 @@
-"""The workers' registry (SPEC §21 O-5, docs/adr/0022): what both store faces
+"""The workers' registry (SPEC §21 O-5, docs/adr/0023): what both store faces
 check before a worker's refresh reaches the engine.
 
 A running worker refreshes one row of its own every few seconds and, in the

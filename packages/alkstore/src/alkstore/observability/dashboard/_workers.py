@@ -1,7 +1,7 @@
 """The dashboard's view of the workers' registry (O-5, O-6): the workers
 page, and the "Finished jobs per minute" chart drawn from the workers'
 per-minute counts, a history kept in the store that survives a restart of
-the dashboard (docs/adr/0022). Rendered from plain values; no I/O here."""
+the dashboard (docs/adr/0023). Rendered from plain values; no I/O here."""
 
 from __future__ import annotations
 
