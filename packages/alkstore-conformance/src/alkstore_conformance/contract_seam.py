@@ -465,6 +465,7 @@ class SeamContract(ContractBase):
 
     @pytest.mark.clause("O-5")
     @pytest.mark.requires(Capability.WORKERS)
+    @pytest.mark.fresh_database  # its refreshes delete every worker silent for 0.2 s
     def test_seam_report_worker_list_workers_worker_counts(self, ex: Executor[Any]) -> None:
         from alkstore.types import WorkerCount, WorkerInfo
 

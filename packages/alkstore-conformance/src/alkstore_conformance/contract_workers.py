@@ -247,6 +247,7 @@ class WorkersContract(ContractBase):
         assert _row(store, fresh) is not None
 
     @pytest.mark.clause("O-5")
+    @pytest.mark.fresh_database  # its refresh deletes every worker silent for 0.4 s
     @kills_a_process
     def test_a_worker_killed_hard_leaves_a_row_that_goes_stale(
         self, store: Store, store_factory: StoreFactory
