@@ -54,6 +54,7 @@ _EXPORTS = {
     "TracingContract": ".contract_tracing",
     "TransactionContract": ".contract_transaction",
     "WorkerContract": ".contract_worker",
+    "WorkersContract": ".contract_workers",
     "WorkflowContract": ".contract_workflows",
 }
 
@@ -88,6 +89,7 @@ __all__ = [
     "TracingContract",
     "TransactionContract",
     "WorkerContract",
+    "WorkersContract",
     "WorkflowContract",
     "__version__",
     "clauses_of",
@@ -137,4 +139,5 @@ if TYPE_CHECKING:
     from .contract_tracing import TracingContract
     from .contract_transaction import TransactionContract
     from .contract_worker import WorkerContract
+    from .contract_workers import WorkersContract
     from .contract_workflows import WorkflowContract
