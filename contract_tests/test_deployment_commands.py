@@ -163,6 +163,7 @@ COMMANDS = {
     "queues": "test_metrics_and_listing_commands_show_the_queues",
     "jobs --queue emails --state dead": "test_metrics_and_listing_commands_show_the_queues",
     POOLER_QUEUES: "test_pooler_command_lists_the_queues",
+    "workers": "test_workers_command_lists_the_running_worker",
 }
 
 
@@ -445,6 +446,21 @@ def test_metrics_and_listing_commands_show_the_queues(site: Site) -> None:
         assert 'alkstore_queue_jobs{queue="emails",state="dead"} 1' in output
         for name in rule_metrics() - {"alkstore_jobs_finished_total"}:
             assert name in output, name
+
+
+@pytest.mark.clause("O-5")
+def test_workers_command_lists_the_running_worker(site: Site) -> None:
+    """O-5: a worker started as the guide starts it is listed by `alkstore workers`
+    while it runs, and no longer once SIGTERM stopped it."""
+    worker_url = env_file("/etc/alkstore/alkstore.env")["ALKSTORE_URL"]
+    worker = site.start(W_EMAILS_UNIT, url=site.url_with(urlsplit(worker_url).query))
+    try:
+        site.wait("the worker's registration", lambda: bool(site.store.workers()))
+        listing = site.run("workers").stdout
+        assert re.search(r"^\S+\s+\S+\s+\d+\s+emails\s+8\s", listing, re.M), listing
+    finally:
+        worker.stop()
+    assert "(no workers)" in site.run("workers").stdout
 
 
 def test_pooler_command_lists_the_queues(site: Site) -> None:

@@ -446,6 +446,35 @@ def test_schedule_schedules_and_unschedule(
     assert code == 1 and len(err.splitlines()) == 1
 
 
+# ------------------------------------------------------------------- workers
+
+
+@pytest.mark.clause("O-5")
+def test_workers_lists_the_registered_workers(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    """O-5: ``alkstore workers`` shows each running worker (id, host, pid, queues,
+    concurrency, started, last seen) as a table, or as JSON with --json."""
+    from datetime import datetime, timezone
+
+    from alkstore.types import WorkerInfo
+
+    code, out, _ = run(capsys, "--url", url, "workers")
+    assert code == 0 and "no workers" in out
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    store.report_worker(WorkerInfo("w-1", "box", 321, ("emails", "sms"), 8, started, "0.1.0"))
+    code, out, _ = run(capsys, "--url", url, "workers")
+    head, row = out.splitlines()
+    assert head.split() == ["ID", "HOST", "PID", "QUEUES", "CONCURRENCY", "STARTED", "LAST_SEEN"]
+    assert row.split()[:6] == ["w-1", "box", "321", "emails,sms", "8", "2026-01-02T03:04:05Z"]
+    listed = run_json(capsys, "--url", url, "workers")
+    assert [(w["id"], w["queues"], w["concurrency"]) for w in listed] == [
+        ("w-1", ["emails", "sms"], 8)
+    ]
+    assert iso(listed[0]["started_at"]) == started
+    iso(listed[0]["last_seen"])
+
+
 # ---------------------------------------------------------------------- demo
 
 
@@ -582,6 +611,7 @@ EXISTING_STORE_COMMANDS: dict[str, list[str]] = {
     "schedule": ["schedule", "s", "@daily", "--queue", "q"],
     "unschedule": ["unschedule", "s"],
     "scheduler": ["scheduler"],
+    "workers": ["workers"],
 }
 
 

@@ -55,6 +55,7 @@ _EXPORTS = {
     "TracingContract": ".contract_tracing",
     "TransactionContract": ".contract_transaction",
     "WorkerContract": ".contract_worker",
+    "WorkersContract": ".contract_workers",
     "WorkflowContract": ".contract_workflows",
 }
 
@@ -90,6 +91,7 @@ __all__ = [
     "TracingContract",
     "TransactionContract",
     "WorkerContract",
+    "WorkersContract",
     "WorkflowContract",
     "__version__",
     "clauses_of",
@@ -140,4 +142,5 @@ if TYPE_CHECKING:
     from .contract_tracing import TracingContract
     from .contract_transaction import TransactionContract
     from .contract_worker import WorkerContract
+    from .contract_workers import WorkersContract
     from .contract_workflows import WorkflowContract

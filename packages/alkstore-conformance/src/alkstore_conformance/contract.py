@@ -28,6 +28,7 @@ from .contract_stream import StreamContract
 from .contract_tracing import TracingContract
 from .contract_transaction import TransactionContract
 from .contract_worker import WorkerContract
+from .contract_workers import WorkersContract
 from .contract_workflows import WorkflowContract
 
 __all__ = ["StoreContract"]
@@ -54,6 +55,7 @@ class StoreContract(
     NotificationContract,
     SchedulerContract,
     WorkerContract,
+    WorkersContract,
     ScopingContract,
     HardeningContract,
     AsyncContract,

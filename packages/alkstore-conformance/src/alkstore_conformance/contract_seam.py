@@ -520,6 +520,45 @@ class SeamContract(ContractBase):
         again = ex.acquire_lock(name, "b", 60.0)
         assert again is not None and again[0] > token, "tokens only grow"
 
+    @pytest.mark.clause("O-5")
+    @pytest.mark.requires(Capability.WORKERS)
+    @pytest.mark.fresh_database  # its refreshes delete every worker silent for 0.2 s
+    def test_seam_report_worker_list_workers_worker_counts(self, ex: Executor[Any]) -> None:
+        from alkstore.types import WorkerCount, WorkerInfo
+
+        wid, other = unique("worker"), unique("worker")
+        start = datetime.now(timezone.utc)
+        minute = start.replace(second=0, microsecond=0)
+        info = WorkerInfo(wid, "h", 1, ("a", "b"), 2, start, "v1")
+        counts = [WorkerCount(minute, wid, "a", "acked", 3)]
+        ex.report_worker(info, counts, False, 3600.0, 604800.0)
+        ex.report_worker(info, counts, False, 3600.0, 604800.0)
+        (row,) = [w for w in ex.list_workers(3600.0) if w.id == wid]
+        assert (row.host, row.pid, row.queues, row.concurrency, row.version) == (
+            "h",
+            1,
+            ("a", "b"),
+            2,
+            "v1",
+        )
+        assert row.started_at == start and row.last_seen is not None and near_now(row.last_seen)
+        mine = [c for c in ex.worker_counts(minute) if c.worker_id == wid]
+        assert mine == [WorkerCount(minute, wid, "a", "acked", 6)], "counts of one key add up"
+        old = WorkerCount(minute - timedelta(hours=1), wid, "a", "dead", 1)
+        ex.report_worker(info, [old], True, 3600.0, 60.0)
+        assert [w for w in ex.list_workers(3600.0) if w.id == wid] == [], "gone: row deleted"
+        mine = [c for c in ex.worker_counts(minute - timedelta(hours=2)) if c.worker_id == wid]
+        assert [c.n for c in mine] == [6], "a count past keep_counts_s is not stored"
+        time.sleep(0.3)
+        ex.report_worker(
+            WorkerInfo(other, "h", 2, ("a",), 1, start, "v1"), [], False, 0.2, 604800.0
+        )
+        ex.report_worker(info, [], False, 3600.0, 604800.0)
+        time.sleep(0.3)
+        ex.report_worker(info, [], False, 0.2, 604800.0)
+        assert [w.id for w in ex.list_workers(3600.0) if w.id in (wid, other)] == [wid]
+        assert [w.id for w in ex.list_workers(0.1) if w.id in (wid, other)] == [wid]
+
     @pytest.mark.clause("R-1")
     @RATES
     def test_seam_acquire_rate(self, ex: Executor[Any]) -> None:

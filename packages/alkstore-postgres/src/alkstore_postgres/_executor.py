@@ -52,7 +52,15 @@ from alkstore.engine import (
 )
 from alkstore.errors import TransientError
 from alkstore.protocols import Tx
-from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
+from alkstore.types import (
+    JobState,
+    LockInfo,
+    QueueStats,
+    StreamStats,
+    SweepResult,
+    WorkerCount,
+    WorkerInfo,
+)
 
 from ._combine import EnqueueCombiner
 from ._drive import drive
@@ -411,6 +419,24 @@ class PgExecutor(ExecutorBase):
 
     def held_locks(self) -> list[LockInfo]:
         return self._run(self._ops.held_locks())
+
+    # -------------------------------------------------------- workers (O-5)
+
+    def report_worker(
+        self,
+        info: WorkerInfo,
+        counts: Sequence[WorkerCount],
+        gone: bool,
+        forget_after_s: float,
+        keep_counts_s: float,
+    ) -> None:
+        self._run(self._ops.report_worker(info, counts, gone, forget_after_s, keep_counts_s))
+
+    def list_workers(self, seen_within_s: float) -> list[WorkerInfo]:
+        return self._run(self._ops.list_workers(seen_within_s))
+
+    def worker_counts(self, since: datetime) -> list[WorkerCount]:
+        return self._run(self._ops.worker_counts(since))
 
     def acquire_rate(self, rate: RateSpec, n: int) -> float:
         return self._run(self._ops.acquire_rate(rate, n))

@@ -54,7 +54,15 @@ from alkstore.engine import (
 )
 from alkstore.errors import TransientError
 from alkstore.protocols import AsyncTx
-from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
+from alkstore.types import (
+    JobState,
+    LockInfo,
+    QueueStats,
+    StreamStats,
+    SweepResult,
+    WorkerCount,
+    WorkerInfo,
+)
 
 from ._combine_async import AsyncEnqueueCombiner
 from ._drive_async import drive_async
@@ -436,6 +444,24 @@ class AsyncPgExecutor(ExecutorBase):
 
     async def held_locks(self) -> list[LockInfo]:
         return await self._run(self._ops.held_locks())
+
+    # -------------------------------------------------------- workers (O-5)
+
+    async def report_worker(
+        self,
+        info: WorkerInfo,
+        counts: Sequence[WorkerCount],
+        gone: bool,
+        forget_after_s: float,
+        keep_counts_s: float,
+    ) -> None:
+        await self._run(self._ops.report_worker(info, counts, gone, forget_after_s, keep_counts_s))
+
+    async def list_workers(self, seen_within_s: float) -> list[WorkerInfo]:
+        return await self._run(self._ops.list_workers(seen_within_s))
+
+    async def worker_counts(self, since: datetime) -> list[WorkerCount]:
+        return await self._run(self._ops.worker_counts(since))
 
     async def acquire_rate(self, rate: RateSpec, n: int) -> float:
         return await self._run(self._ops.acquire_rate(rate, n))

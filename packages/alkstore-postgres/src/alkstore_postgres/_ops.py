@@ -37,7 +37,15 @@ from alkstore.engine import (
 )
 from alkstore.engine.results import RESULT_WAKE_PREFIX
 from alkstore.errors import QueueFull, TransientError
-from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
+from alkstore.types import (
+    JobState,
+    LockInfo,
+    QueueStats,
+    StreamStats,
+    SweepResult,
+    WorkerCount,
+    WorkerInfo,
+)
 
 from . import _sql
 from ._plan import ALL, ONE, ROWCOUNT, Op, Plan, Q
@@ -815,6 +823,66 @@ class OpBook:
         def plan() -> Plan[list[LockInfo]]:
             rows = yield Q(self.st.held_locks, {}, ALL)
             return [LockInfo(n, o, int(t), utc(e)) for n, o, t, e in rows]
+
+        return Op(plan, writes=False)
+
+    # ------------------------------------------------------ workers (O-5)
+
+    def report_worker(
+        self,
+        info: WorkerInfo,
+        counts: Sequence[WorkerCount],
+        gone: bool,
+        forget_after_s: float,
+        keep_counts_s: float,
+    ) -> Op[None]:
+        """O-5: one statement (the worker's row, its counts, the stale rows)."""
+        params = {
+            "id": info.id,
+            "host": info.host,
+            "pid": info.pid,
+            "queues": list(info.queues),
+            "concurrency": info.concurrency,
+            "started_at": info.started_at,
+            "version": info.version,
+            "gone": gone,
+            "minutes": [c.minute for c in counts],
+            "cqueues": [c.queue for c in counts],
+            "outcomes": [c.outcome for c in counts],
+            "ns": [c.n for c in counts],
+            "forget_s": forget_after_s,
+            "keep_s": keep_counts_s,
+        }
+
+        def plan() -> Plan[None]:
+            yield Q(self.st.report_worker, params, ROWCOUNT)
+            return None
+
+        return Op(plan)
+
+    def list_workers(self, seen_within_s: float) -> Op[list[WorkerInfo]]:
+        def plan() -> Plan[list[WorkerInfo]]:
+            rows = yield Q(self.st.list_workers, {"within_s": seen_within_s}, ALL)
+            return [
+                WorkerInfo(
+                    wid,
+                    host,
+                    int(pid),
+                    tuple(queues),
+                    int(concurrency),
+                    utc(started),
+                    version,
+                    utc(seen),
+                )
+                for wid, host, pid, queues, concurrency, started, version, seen in rows
+            ]
+
+        return Op(plan, writes=False)
+
+    def worker_counts(self, since: datetime) -> Op[list[WorkerCount]]:
+        def plan() -> Plan[list[WorkerCount]]:
+            rows = yield Q(self.st.worker_counts, {"since": since}, ALL)
+            return [WorkerCount(utc(m), w, q, o, int(n)) for m, w, q, o, n in rows]
 
         return Op(plan, writes=False)
 

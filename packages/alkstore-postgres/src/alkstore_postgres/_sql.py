@@ -607,6 +607,27 @@ MIGRATIONS: dict[int, list[str]] = {
             paused_at timestamptz NOT NULL
         )""",
         # ---- end Q-27
+        # ---- O-5 workers' registry (docs/adr/0024) ----
+        """CREATE TABLE {schema}.workers (
+            id text PRIMARY KEY,
+            host text NOT NULL,
+            pid integer NOT NULL,
+            queues text[] NOT NULL,
+            concurrency integer NOT NULL,
+            started_at timestamptz NOT NULL,
+            version text NOT NULL,
+            last_seen timestamptz NOT NULL
+        )""",
+        "CREATE INDEX workers_seen ON {schema}.workers (last_seen)",
+        """CREATE TABLE {schema}.worker_counts (
+            minute timestamptz NOT NULL,
+            worker_id text NOT NULL,
+            queue text NOT NULL,
+            outcome text NOT NULL,
+            n bigint NOT NULL,
+            PRIMARY KEY (minute, worker_id, queue, outcome)
+        )""",
+        # ---- end O-5 ----
     ],
 }
 #: What each migration brings, for the error a role that cannot run it gets.
@@ -616,7 +637,7 @@ MIGRATION_TITLES = {
     3: "group slots for ready rows first, expired slot holders",
     4: "kept results",
     5: "jobs that wait for other jobs",
-    6: "progress checkpoints, paused queues",
+    6: "progress checkpoints, paused queues, the workers' registry",
 }
 
 # ------------------------------------------------------------------------ queue
@@ -1561,6 +1582,60 @@ SELECT name, owner, token, expires_at FROM {schema}.locks
 WHERE owner IS NOT NULL AND expires_at > clock_timestamp() ORDER BY name COLLATE "C"
 """
 
+# ---------------------------------------------------------- workers (O-5)
+
+# A worker's refresh in one statement: its row (or, gone, its deletion), its
+# counts added, stale workers and old counts deleted. Every data-modifying
+# CTE runs once whether read or not; each touches rows the others do not
+# (the worker's own row versus other workers', counts at or past the cutoff
+# versus before it), so their order does not matter.
+REPORT_WORKER = f"""
+WITH {_CLOCK},
+w AS (
+    INSERT INTO {{schema}}.workers AS w
+        (id, host, pid, queues, concurrency, started_at, version, last_seen)
+    SELECT %(id)s::text, %(host)s::text, %(pid)s::int, %(queues)s::text[],
+        %(concurrency)s::int, %(started_at)s::timestamptz, %(version)s::text, c.t
+    FROM clock c WHERE NOT %(gone)s::boolean
+    ON CONFLICT (id) DO UPDATE SET
+        host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+        concurrency = excluded.concurrency, started_at = excluded.started_at,
+        version = excluded.version, last_seen = excluded.last_seen
+    RETURNING 1),
+g AS (
+    DELETE FROM {{schema}}.workers WHERE %(gone)s::boolean AND id = %(id)s::text
+    RETURNING 1),
+k AS (
+    INSERT INTO {{schema}}.worker_counts AS k (minute, worker_id, queue, outcome, n)
+    SELECT u.minute, %(id)s::text, u.queue, u.outcome, u.n
+    FROM unnest(%(minutes)s::timestamptz[], %(cqueues)s::text[], %(outcomes)s::text[],
+        %(ns)s::bigint[]) AS u(minute, queue, outcome, n)
+    WHERE u.minute >= {_NOW} - %(keep_s)s::float8 * interval '1 second'
+    ON CONFLICT (minute, worker_id, queue, outcome) DO UPDATE SET n = k.n + excluded.n
+    RETURNING 1),
+f AS (
+    DELETE FROM {{schema}}.workers
+    WHERE last_seen < {_NOW} - %(forget_s)s::float8 * interval '1 second'
+        AND id <> %(id)s::text
+    RETURNING 1),
+o AS (
+    DELETE FROM {{schema}}.worker_counts
+    WHERE minute < {_NOW} - %(keep_s)s::float8 * interval '1 second'
+    RETURNING 1)
+SELECT 1
+"""
+LIST_WORKERS = """
+SELECT id, host, pid, queues, concurrency, started_at, version, last_seen
+FROM {schema}.workers
+WHERE last_seen >= clock_timestamp() - %(within_s)s::float8 * interval '1 second'
+ORDER BY id COLLATE "C"
+"""
+WORKER_COUNTS = """
+SELECT minute, worker_id, queue, outcome, n FROM {schema}.worker_counts
+WHERE minute >= %(since)s::timestamptz
+ORDER BY minute, worker_id COLLATE "C", queue COLLATE "C", outcome COLLATE "C"
+"""
+
 # ---------------------------------------------------------------- notifications
 
 NOTIFY = "SELECT pg_notify(%(channel)s::text, %(payload)s::text)"
@@ -1752,6 +1827,9 @@ class Statements:
         self.renew_lock = c(RENEW_LOCK)
         self.release_lock = c(RELEASE_LOCK)
         self.held_locks = c(HELD_LOCKS)
+        self.report_worker = c(REPORT_WORKER)
+        self.list_workers = c(LIST_WORKERS)
+        self.worker_counts = c(WORKER_COUNTS)
         self.notify = NOTIFY
         self.wake_probe = c(WAKE_PROBE)
         self.upsert_schedule = c(UPSERT_SCHEDULE)

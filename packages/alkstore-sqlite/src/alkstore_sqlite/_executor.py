@@ -24,6 +24,7 @@ from ._notes import NoteOps
 from ._queues import QueueOps
 from ._schedules import ScheduleOps
 from ._streams import StreamOps
+from ._workers import WorkerOps
 
 __all__ = ["SQLiteExecutor"]
 
@@ -83,6 +84,11 @@ class SQLiteExecutor:
         self.renew_lock = locks.renew_lock
         self.release_lock = locks.release_lock
         self.held_locks = locks.held_locks
+
+        workers = WorkerOps(core)  # O-5
+        self.report_worker = workers.report_worker
+        self.list_workers = workers.list_workers
+        self.worker_counts = workers.worker_counts
 
         notes = NoteOps(core)
         self._notes = notes

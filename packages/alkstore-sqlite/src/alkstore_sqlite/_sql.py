@@ -288,6 +288,30 @@ MIGRATIONS: dict[int, list[str]] = {
             paused_at INTEGER NOT NULL
         ) WITHOUT ROWID""",
         # ---- end Q-27
+        # ---- O-5 workers' registry (docs/adr/0024) ----
+        # One row per running worker, refreshed every few seconds; queues
+        # is a JSON array. Counts: finished jobs per minute (the minute's
+        # start, microseconds), worker, queue and outcome.
+        """CREATE TABLE IF NOT EXISTS __alkstore_workers (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            queues TEXT NOT NULL,
+            concurrency INTEGER NOT NULL,
+            started_at INTEGER NOT NULL,
+            version TEXT NOT NULL,
+            last_seen INTEGER NOT NULL
+        ) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS __alkstore_workers_seen ON __alkstore_workers (last_seen)",
+        """CREATE TABLE IF NOT EXISTS __alkstore_worker_counts (
+            minute INTEGER NOT NULL,
+            worker_id TEXT NOT NULL,
+            queue TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            n INTEGER NOT NULL,
+            PRIMARY KEY (minute, worker_id, queue, outcome)
+        ) WITHOUT ROWID""",
+        # ---- end O-5 ----
     ],
 }
 
@@ -970,6 +994,34 @@ RELEASE_LOCK = f"UPDATE __alkstore_locks SET owner = NULL, expires_at = 0 WHERE 
 HELD_LOCKS = """
 SELECT name, owner, token, expires_at FROM __alkstore_locks
 WHERE owner IS NOT NULL AND expires_at > :now ORDER BY name
+"""
+
+# ---------------------------------------------------------- workers (O-5)
+
+UPSERT_WORKER = """
+INSERT INTO __alkstore_workers
+    (id, host, pid, queues, concurrency, started_at, version, last_seen)
+VALUES (:id, :host, :pid, :queues, :concurrency, :started_at, :version, :now)
+ON CONFLICT (id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, started_at = excluded.started_at,
+    version = excluded.version, last_seen = excluded.last_seen
+"""
+DELETE_WORKER = "DELETE FROM __alkstore_workers WHERE id = :id"
+ADD_WORKER_COUNT = """
+INSERT INTO __alkstore_worker_counts (minute, worker_id, queue, outcome, n)
+VALUES (:minute, :worker_id, :queue, :outcome, :n)
+ON CONFLICT (minute, worker_id, queue, outcome) DO UPDATE SET n = n + excluded.n
+"""
+FORGET_WORKERS = "DELETE FROM __alkstore_workers WHERE last_seen < :cutoff AND id <> :id"
+FORGET_COUNTS = "DELETE FROM __alkstore_worker_counts WHERE minute < :cutoff"
+LIST_WORKERS = """
+SELECT id, host, pid, queues, concurrency, started_at, version, last_seen
+FROM __alkstore_workers WHERE last_seen >= :cutoff ORDER BY id
+"""
+WORKER_COUNTS = """
+SELECT minute, worker_id, queue, outcome, n FROM __alkstore_worker_counts
+WHERE minute >= :since ORDER BY minute, worker_id, queue, outcome
 """
 
 # ------------------------------------------------------------------ rate limits

@@ -52,6 +52,8 @@ from .types import (
     Schedule,
     StreamStats,
     SweepResult,
+    WorkerCount,
+    WorkerInfo,
 )
 from .worker import AsyncWorker, Fail, Retry, Worker
 
@@ -96,6 +98,8 @@ __all__ = [
     "SweepResult",
     "Tx",
     "Worker",
+    "WorkerCount",
+    "WorkerInfo",
     "__version__",
     "backoff",
     "installed_schemes",

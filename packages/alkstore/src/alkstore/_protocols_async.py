@@ -33,6 +33,8 @@ from .types import (
     Schedule,
     StreamStats,
     SweepResult,
+    WorkerCount,
+    WorkerInfo,
 )
 
 __all__ = [
@@ -541,6 +543,35 @@ class AsyncStore(Protocol):
 
     async def held_locks(self) -> list[LockInfo]:
         """Every lock held right now (unexpired), by name."""
+        ...
+
+    # O-5: the workers' registry.
+    async def workers(self) -> list[WorkerInfo]:
+        """The registered workers seen within the last hour, by id, each with
+        its ``last_seen`` (O-5)."""
+        ...
+
+    async def worker_counts(self, since: datetime | None = None) -> list[WorkerCount]:
+        """The workers' per-minute counts of finished jobs from the minute of
+        *since* on (by default the last hour), by minute, worker, queue and
+        outcome (O-5)."""
+        ...
+
+    async def report_worker(
+        self,
+        info: WorkerInfo,
+        counts: Sequence[WorkerCount] = (),
+        *,
+        gone: bool = False,
+        forget_after_s: float = 3600.0,
+        keep_counts_s: float = 604800.0,
+    ) -> None:
+        """A worker's refresh, in one statement (O-5): register or refresh
+        *info* (``last_seen`` is the store's now), add *counts* to the stored
+        ones, delete workers silent for *forget_after_s* and counts older than
+        *keep_counts_s*. With *gone* the worker's row is deleted instead (a
+        clean stop); its counts stay. ``Worker.run`` calls this; an
+        application rarely does."""
         ...
 
     async def schedule(

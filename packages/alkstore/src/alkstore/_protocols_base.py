@@ -36,3 +36,4 @@ class Capability(StrEnum):
     PROGRESS = "progress"
     PAUSE = "pause"
     RUN_NOW = "run_now"
+    WORKERS = "workers"

@@ -14,7 +14,7 @@ show a pending job whose ``run_at`` is still ahead as ``scheduled``.
 Only ``migrate`` and ``demo`` create a store: every other command, given
 one that does not exist, is a one-line error, exit 1, and creates nothing
 (E-6, checked once in :func:`main`). The read-only commands (``queues``,
-``jobs``, ``job``, ``schedules``) open the store with ``migrate=False``: an
+``jobs``, ``job``, ``schedules``, ``workers``) open the store with ``migrate=False``: an
 outdated one is a one-line error too. Passwords in URLs are shown as
 ``***`` in every message and log line (E-4).
 """
@@ -690,6 +690,25 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_workers(args: argparse.Namespace) -> int:
+    """O-5: the registered workers, with when each was last seen."""
+    return _listing_command(
+        args,
+        lambda store: store.workers(),
+        "(no workers)",
+        ["ID", "HOST", "PID", "QUEUES", "CONCURRENCY", "STARTED", "LAST_SEEN"],
+        lambda w: [
+            w.id,
+            w.host,
+            w.pid,
+            ",".join(w.queues),
+            w.concurrency,
+            _when(w.started_at),
+            _when(w.last_seen),
+        ],
+    )
+
+
 def cmd_schedule(args: argparse.Namespace) -> int:
     payload = _parse_json(args.payload) if args.payload is not None else None
     opts = EnqueueOpts(priority=args.priority) if args.priority else None
@@ -1228,6 +1247,7 @@ def _build_parser() -> _Parser:
     )
 
     add("schedules", cmd_schedules, "list the schedules", both)
+    add("workers", cmd_workers, "list the running workers and when each was last seen", both)
 
     p = add("schedule", cmd_schedule, "create or update a schedule", both)
     p.add_argument("name", metavar="NAME")

@@ -36,6 +36,8 @@ __all__ = [
     "Schedule",
     "StreamStats",
     "SweepResult",
+    "WorkerCount",
+    "WorkerInfo",
 ]
 
 #: Longest accepted duration: a hundred years. Longer values are mistakes, and
@@ -467,3 +469,36 @@ class Schedule:
 
     def __post_init__(self) -> None:
         check_aware("next_fire_at", self.next_fire_at)
+
+
+# ------------------------------------------------------------------ workers
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A running worker as it registers itself in the store (O-5):
+    ``store.workers()`` lists these, ``last_seen`` set by the store's clock
+    at its latest refresh."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    started_at: datetime
+    version: str
+    last_seen: datetime | None = None
+
+
+@dataclass(frozen=True)
+class WorkerCount:
+    """How many jobs of *queue* one worker finished with *outcome* in the
+    minute that starts at *minute* (UTC), as ``store.worker_counts()`` reads
+    them (O-5). The outcomes are O-1's: ``acked``, ``retried``, ``failed``,
+    ``dead``, ``timeout``, ``lost``."""
+
+    minute: datetime
+    worker_id: str
+    queue: str
+    outcome: str
+    n: int

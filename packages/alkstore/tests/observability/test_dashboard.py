@@ -1044,3 +1044,104 @@ def test_pause_and_run_now_follow_the_access_rules(
         assert ro.post("/queue/run-now", run).status == 403
     assert store.queue("live").is_paused()
     assert store.queue("live").stats().scheduled == 1
+
+
+# ------------------------------------------------------------------ workers
+
+
+def _report(store: Store, wid: str, counts: dict[str, int], *, gone: bool = False) -> None:
+    """Register (or, *gone*, unregister) worker *wid* with *counts* by outcome
+    in the current minute, as a worker's refresh does (O-5)."""
+    from alkstore.types import WorkerCount, WorkerInfo
+
+    now = datetime.now(timezone.utc)
+    info = WorkerInfo(wid, "host-a", 4242, ("emails", "sms"), 4, now, "0.1.0")
+    rows = [WorkerCount(now, wid, "emails", o, n) for o, n in counts.items()]
+    store.report_worker(info, rows, gone=gone)
+
+
+@pytest.mark.clause("O-5")
+def test_the_workers_page_lists_registered_workers_with_last_seen_and_counts(
+    store: Store, client: Client
+) -> None:
+    """O-6: /workers, linked from the top bar, shows every registered worker with its
+    host, pid, queues, concurrency, last seen, and its finished jobs of the hour."""
+    empty = client.get("/workers")
+    assert empty.status == 200 and "No worker is registered" in empty.text
+    _report(store, "w-1", {"acked": 3, "dead": 1})
+    page = client.get("/workers")
+    assert page.status == 200
+    assert 'href="/workers"' in client.get("/").text
+    row = re.search(r'<tr data-worker="w-1">(.*?)</tr>', page.text, re.S)
+    assert row is not None
+    cells = text_of(row.group(1))
+    for needle in ("host-a", "4242", "emails", "sms", "acked 3", "dead 1"):
+        assert needle in cells, (needle, cells)
+    assert 'data-finished="4"' in row.group(1)
+    seen = re.search(r'data-last-seen="([^"]+)"', row.group(1))
+    assert seen is not None
+    assert (
+        abs((datetime.fromisoformat(seen.group(1)) - datetime.now(timezone.utc)).total_seconds())
+        < 60
+    )
+    assert "silent" not in cells
+    assert 'id="finished-chart"' in page.text
+
+
+@pytest.mark.clause("O-5")
+def test_finished_jobs_per_minute_come_from_the_workers_counts_and_outlive_the_dashboard(
+    store: Store,
+) -> None:
+    """O-6: the overview's "Finished jobs per minute" chart is drawn from the workers'
+    per-minute counts in the store (a worker that stopped included), so a dashboard
+    started afterwards shows the same history."""
+    _report(store, "w-gone", {"acked": 5, "retried": 2})
+    _report(store, "w-gone", {}, gone=True)
+    _report(store, "w-live", {"acked": 1})
+    for _ in range(2):  # a first dashboard, then a restarted one
+        with serve_dashboard(store, "127.0.0.1:0", sample_every_s=60) as server:
+            page = Client(server).get("/").text
+        chart = re.search(r'<div class="card" id="finished-chart">(.*?)</div>', page, re.S)
+        assert chart is not None
+        assert "Finished jobs per minute, all queues" in chart.group(1)
+        assert "8 jobs" in chart.group(1)
+        assert "<polyline" in chart.group(1)
+        assert "acked" in chart.group(1) and "retried" in chart.group(1)
+
+
+def test_the_finished_chart_counts_by_minute_and_queue() -> None:
+    """The chart's series: one value per minute of the last hour, by outcome."""
+    from alkstore.observability.dashboard._workers import finished_chart
+    from alkstore.types import WorkerCount
+
+    now = datetime(2026, 1, 1, 12, 30, 10, tzinfo=timezone.utc)
+    counts = [
+        WorkerCount(now.replace(second=0), "a", "q", "acked", 4),
+        WorkerCount(now.replace(second=0), "b", "q", "acked", 3),
+        WorkerCount(now.replace(second=0) - timedelta(minutes=2), "a", "r", "dead", 1),
+        WorkerCount(now - timedelta(hours=2), "a", "q", "acked", 100),  # out of the window
+    ]
+    assert "8 jobs" in finished_chart(counts, now)
+    assert "7 jobs" in finished_chart(counts, now, queue="q")
+    assert "need the workers' registry" in finished_chart(None, now)
+
+
+@pytest.mark.clause("O-5")
+def test_a_queue_page_charts_its_own_finished_jobs_per_minute(store: Store, client: Client) -> None:
+    """O-6: a queue's page draws the finished jobs per minute of that queue only."""
+    from alkstore.types import WorkerCount, WorkerInfo
+
+    now = datetime.now(timezone.utc)
+    info = WorkerInfo("w-q", "host-a", 1, ("emails", "sms"), 1, now, "0.1.0")
+    store.report_worker(
+        info,
+        [
+            WorkerCount(now, "w-q", "emails", "acked", 4),
+            WorkerCount(now, "w-q", "sms", "acked", 9),
+        ],
+    )
+    store.queue("emails").enqueue("x")
+    page = client.get("/queue?name=emails").text
+    chart = re.search(r'<div class="card" id="finished-chart">(.*?)</div>', page, re.S)
+    assert chart is not None
+    assert "Finished jobs per minute, emails" in chart.group(1) and "4 jobs" in chart.group(1)

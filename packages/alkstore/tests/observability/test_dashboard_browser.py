@@ -16,7 +16,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -42,7 +42,9 @@ DOCS_IMG = Path(__file__).resolve().parents[4] / "docs" / "img"
 #: The store the docs' screenshots name in the top bar.
 DOCS_STORE_LABEL = "sqlite:///app.db \u00b7 signed in"
 #: The screenshots the docs show.
-DOCS_SHOTS = frozenset({"dashboard", "dashboard-queue", "dashboard-jobs", "dashboard-job"})
+DOCS_SHOTS = frozenset(
+    {"dashboard", "dashboard-queue", "dashboard-jobs", "dashboard-job", "dashboard-workers"}
+)
 
 if not os.path.exists(CHROMIUM):
     if os.environ.get("CI", "").lower() == "true":
@@ -469,3 +471,44 @@ def test_healthz_in_the_running_command(scene: Scene, page: Page) -> None:
     answer = page.goto(scene.login_url.split("?", 1)[0] + "healthz")
     assert answer is not None and answer.status == 200
     assert page.locator("body").inner_text().strip() == "ok"
+
+
+@pytest.mark.clause("O-5")
+def test_the_workers_page_and_the_finished_jobs_per_minute(
+    scene: Scene, signed_in: Page, shots: Shots
+) -> None:
+    """O-6: the scene's two ``alkstore worker`` processes are on the workers page (their
+    queues, concurrency and last seen), and the overview charts the finished jobs per
+    minute that the workers' counts hold, a stopped worker's included."""
+    from alkstore.types import WorkerCount, WorkerInfo
+
+    page = signed_in
+    now = datetime.now(timezone.utc)
+    gone = WorkerInfo("host-b:77:0c1d", "host-b", 77, ("emails",), 8, now, alkstore.__version__)
+    minute = now.replace(second=0, microsecond=0)
+    history = [
+        WorkerCount(minute - timedelta(minutes=m), gone.id, "emails", "acked", 20 + 3 * (m % 5))
+        for m in range(12)
+    ] + [WorkerCount(minute - timedelta(minutes=4), gone.id, "emails", "dead", 2)]
+    scene.store.report_worker(gone, history)
+    scene.store.report_worker(gone, gone=True)
+    page.get_by_role("link", name="Workers").click()
+    page.wait_for_url("**/workers")
+    rows = page.locator("#workers tbody tr[data-worker]")
+    eventually(lambda: rows.count() == 2, what="both workers listed")
+    shown = sorted(
+        (r.locator("td").nth(3).inner_text(), r.locator("td").nth(4).inner_text())
+        for r in rows.all()
+    )
+    assert shown == [("emails", "2"), ("reports", "1")]
+    for row in rows.all():
+        seen = row.locator("td[data-last-seen]").get_attribute("data-last-seen") or ""
+        assert abs((datetime.fromisoformat(seen) - now).total_seconds()) < 120
+    assert page.locator("#finished-chart polyline").count() >= 1
+    shots(page, "dashboard-workers")
+    page.get_by_role("link", name="Queues").click()
+    page.wait_for_url(lambda url: url.endswith("/"))
+    chart = page.locator("#finished-chart")
+    total = sum(c.n for c in history)
+    assert f"{total:,} jobs" in chart.inner_text()
+    assert chart.locator("polyline").count() == 2  # acked and dead

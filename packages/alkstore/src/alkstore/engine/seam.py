@@ -16,7 +16,15 @@ from datetime import datetime
 from typing import Protocol
 
 from alkstore.protocols import Tx
-from alkstore.types import JobState, LockInfo, QueueStats, StreamStats, SweepResult
+from alkstore.types import (
+    JobState,
+    LockInfo,
+    QueueStats,
+    StreamStats,
+    SweepResult,
+    WorkerCount,
+    WorkerInfo,
+)
 
 from .rows import (
     ClaimRow,
@@ -311,4 +319,34 @@ class Executor(ExecutorBase[TxT], Protocol[TxT]):
 
     def seconds_to_next_fire(self) -> float | None:
         """Seconds until the earliest schedule fires, ``None`` with none."""
+        ...
+
+    # ------------------------------------------------------ workers (O-5)
+
+    def report_worker(
+        self,
+        info: WorkerInfo,
+        counts: Sequence[WorkerCount],
+        gone: bool,
+        forget_after_s: float,
+        keep_counts_s: float,
+    ) -> None:
+        """A worker's refresh as one atomic write (one statement where the
+        database can, O-5): insert or update *info*'s row with ``last_seen``
+        at the engine's now (``info.last_seen`` is ignored), or, with *gone*,
+        delete it; add each of *counts* (merged: one per minute, queue and
+        outcome; every one of ``info.id``) to the stored count of its key;
+        delete the rows of other workers last seen more than
+        *forget_after_s* ago and the counts whose minute is more than
+        *keep_counts_s* old (a count of *counts* that old is not stored)."""
+        ...
+
+    def list_workers(self, seen_within_s: float) -> list[WorkerInfo]:
+        """The workers last seen at most *seen_within_s* ago, by id, with
+        ``last_seen``. A pure read."""
+        ...
+
+    def worker_counts(self, since: datetime) -> list[WorkerCount]:
+        """Every stored count whose minute is at or after *since*, by minute,
+        worker, queue and outcome. A pure read."""
         ...

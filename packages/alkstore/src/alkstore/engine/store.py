@@ -11,13 +11,23 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from typing import Any
 
 from alkstore._acompat import Event
 from alkstore.errors import InvalidArgument
 from alkstore.names import MAX_NOTIFICATION_BYTES, encode_payload, validate_name
 from alkstore.protocols import Job, RateLimit, Tx
-from alkstore.types import EnqueueOpts, LockInfo, QueueOpts, QueueStats, Schedule, StreamStats
+from alkstore.types import (
+    EnqueueOpts,
+    LockInfo,
+    QueueOpts,
+    QueueStats,
+    Schedule,
+    StreamStats,
+    WorkerCount,
+    WorkerInfo,
+)
 
 from . import txowner
 from .infos import schedule_of
@@ -43,6 +53,12 @@ from .schedules import (
 from .seam import Executor
 from .store_base import StoreBase, fences_of, schedule_parts
 from .stream import KitStream
+from .workers import (
+    WORKERS_FORGOTTEN_S,
+    check_since,
+    check_worker_report,
+    check_workers_capability,
+)
 
 __all__ = ["KitStore"]
 
@@ -168,6 +184,39 @@ class KitStore(StoreBase):
         """Every unexpired lock, by name."""
         self._check_open()
         return self._ex.held_locks()
+
+    # ------------------------------------------------------ workers (O-5)
+
+    def workers(self) -> list[WorkerInfo]:
+        """The registered workers seen within the last hour, by id (O-5)."""
+        self._check_open()
+        check_workers_capability(self._ex.capabilities)
+        return self._ex.list_workers(WORKERS_FORGOTTEN_S)
+
+    def worker_counts(self, since: datetime | None = None) -> list[WorkerCount]:
+        """The per-minute counts of finished jobs from *since*'s minute on (by
+        default the last hour), by minute, worker, queue, outcome (O-5)."""
+        self._check_open()
+        check_workers_capability(self._ex.capabilities)
+        return self._ex.worker_counts(check_since(since))
+
+    def report_worker(
+        self,
+        info: WorkerInfo,
+        counts: Sequence[WorkerCount] = (),
+        *,
+        gone: bool = False,
+        forget_after_s: float = WORKERS_FORGOTTEN_S,
+        keep_counts_s: float = 604800.0,
+    ) -> None:
+        """A worker's refresh in one statement: its row, its counts, and the
+        deletion of stale rows (O-5); *gone* deletes its row (a clean stop)."""
+        self._check_open()
+        check_workers_capability(self._ex.capabilities)
+        if not isinstance(gone, bool):
+            raise InvalidArgument(f"gone must be a bool, not {type(gone).__name__}")
+        row, merged, forget, keep = check_worker_report(info, counts, forget_after_s, keep_counts_s)
+        self._ex.report_worker(row, merged, gone, forget, keep)
 
     # ------------------------------------------------------ notifications
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 from alkstore._acompat import AEvent, aoffload
@@ -19,7 +20,16 @@ from alkstore._sizes import surely_small
 from alkstore.errors import InvalidArgument
 from alkstore.names import MAX_NOTIFICATION_BYTES, encode_payload, validate_name
 from alkstore.protocols import AsyncJob, AsyncRateLimit, AsyncTx
-from alkstore.types import EnqueueOpts, LockInfo, QueueOpts, QueueStats, Schedule, StreamStats
+from alkstore.types import (
+    EnqueueOpts,
+    LockInfo,
+    QueueOpts,
+    QueueStats,
+    Schedule,
+    StreamStats,
+    WorkerCount,
+    WorkerInfo,
+)
 
 from . import txowner
 from .infos import schedule_of
@@ -45,6 +55,12 @@ from .schedules import (
 from .seam_async import AsyncExecutor
 from .store_base import StoreBase, fences_of, schedule_parts
 from .stream_async import AsyncKitStream
+from .workers import (
+    WORKERS_FORGOTTEN_S,
+    check_since,
+    check_worker_report,
+    check_workers_capability,
+)
 
 __all__ = ["AsyncKitStore"]
 
@@ -176,6 +192,39 @@ class AsyncKitStore(StoreBase):
         """Every unexpired lock, by name."""
         self._check_open()
         return await self._ex.held_locks()
+
+    # ------------------------------------------------------ workers (O-5)
+
+    async def workers(self) -> list[WorkerInfo]:
+        """The registered workers seen within the last hour, by id (O-5)."""
+        self._check_open()
+        check_workers_capability(self._ex.capabilities)
+        return await self._ex.list_workers(WORKERS_FORGOTTEN_S)
+
+    async def worker_counts(self, since: datetime | None = None) -> list[WorkerCount]:
+        """The per-minute counts of finished jobs from *since*'s minute on (by
+        default the last hour), by minute, worker, queue, outcome (O-5)."""
+        self._check_open()
+        check_workers_capability(self._ex.capabilities)
+        return await self._ex.worker_counts(check_since(since))
+
+    async def report_worker(
+        self,
+        info: WorkerInfo,
+        counts: Sequence[WorkerCount] = (),
+        *,
+        gone: bool = False,
+        forget_after_s: float = WORKERS_FORGOTTEN_S,
+        keep_counts_s: float = 604800.0,
+    ) -> None:
+        """A worker's refresh in one statement: its row, its counts, and the
+        deletion of stale rows (O-5); *gone* deletes its row (a clean stop)."""
+        self._check_open()
+        check_workers_capability(self._ex.capabilities)
+        if not isinstance(gone, bool):
+            raise InvalidArgument(f"gone must be a bool, not {type(gone).__name__}")
+        row, merged, forget, keep = check_worker_report(info, counts, forget_after_s, keep_counts_s)
+        await self._ex.report_worker(row, merged, gone, forget, keep)
 
     # ------------------------------------------------------ notifications
 

@@ -423,6 +423,9 @@ class ThreadedAsyncExecutor:
     renew_lock = _in_threads(Executor.renew_lock)
     release_lock = _in_threads(Executor.release_lock)
     held_locks = _in_threads(Executor.held_locks)
+    report_worker = _in_threads(Executor.report_worker)
+    list_workers = _in_threads(Executor.list_workers)
+    worker_counts = _in_threads(Executor.worker_counts)
     acquire_rate = _in_threads(Executor.acquire_rate)
 
     notify = _in_threads(Executor.notify, takes_tx=True)

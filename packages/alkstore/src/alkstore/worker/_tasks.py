@@ -42,13 +42,16 @@ import contextlib
 import inspect
 import logging
 import math
+import os
 import queue as _queue_mod
 import signal
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from datetime import datetime, timezone
 from types import FrameType
 from typing import Any
 
@@ -65,10 +68,11 @@ from alkstore._acompat import (
     spawn,
 )
 from alkstore._sizes import surely_small
+from alkstore._version import __version__
 from alkstore.errors import InvalidArgument, StoreClosed, TransientError
 from alkstore.names import encode_payload
-from alkstore.protocols import AsyncJob, AsyncQueue, AsyncRateLimit, AsyncStore
-from alkstore.types import QueueOpts
+from alkstore.protocols import AsyncJob, AsyncQueue, AsyncRateLimit, AsyncStore, Capability
+from alkstore.types import QueueOpts, WorkerCount, WorkerInfo, check_duration
 
 from . import _hooks
 from ._loop import HandlerLoop, await_result, call_coroutine
@@ -214,6 +218,9 @@ class AsyncWorker:
       coroutine handler is cancelled.
     - *flush_s* (0.005): the longest a finished job waits for its flush (W-6).
     - *rate_limit*: a limiter of the store; claims take one unit per job (R-1).
+    - *register_every_s* (10): while :meth:`run` runs, the worker's row in the
+      store's registry is refreshed this often, with its per-minute counts of
+      finished jobs (O-5); ``None`` keeps it out of the registry.
 
     One worker runs one loop at a time (``run`` or ``run_until_empty``).
     """
@@ -238,6 +245,7 @@ class AsyncWorker:
         timeout_s: float | None = None,
         flush_s: float = 0.005,
         rate_limit: AsyncRateLimit | None = None,
+        register_every_s: float | None = 10.0,
     ) -> None:
         self._settings: Settings = check_settings(
             handler,
@@ -279,6 +287,10 @@ class AsyncWorker:
             self._stop = AEvent()
         self._running_lock = threading.Lock()
         self._running = False
+        # O-5: the registry's refresh interval (None: not registered).
+        self._register_every_s = check_duration(
+            "register_every_s", register_every_s, allow_zero=False, allow_none=True
+        )
 
     def __repr__(self) -> str:
         names = [q.name for q in self._queues]
@@ -351,7 +363,7 @@ class AsyncWorker:
         def stopping() -> bool:
             return external.is_set() or mine.is_set()
 
-        async with self._session() as session:
+        async with self._session(register=True) as session:
             session.watch_stop(external, mine)
             restore = self._install_signals(force)
             try:
@@ -462,12 +474,37 @@ class AsyncWorker:
 
     # ------------------------------------------------------------- helpers
 
-    def _session(self) -> _Session:
+    def _session(self, register: bool = False) -> _Session:
         with self._running_lock:
             if self._running:
                 raise RuntimeError("this AsyncWorker is already running")
             self._running = True
-        return _Session(self)
+        session = _Session(self)
+        if register and self._registers():
+            session.register_every_s = self._register_every_s
+        return session
+
+    def _registers(self) -> bool:
+        """Whether :meth:`run` keeps a row in the store's registry (O-5)."""
+        store = self._store
+        return (
+            self._register_every_s is not None
+            and store is not None
+            and Capability.WORKERS in store.capabilities
+            and hasattr(store, "report_worker")
+        )
+
+    def _info(self) -> WorkerInfo:
+        """The worker as its registry row says (O-5)."""
+        return WorkerInfo(
+            self.worker_id,
+            socket.gethostname() or "unknown",
+            os.getpid(),
+            tuple(q.name for q in self._queues),
+            self.concurrency,
+            datetime.now(timezone.utc),
+            __version__,
+        )
 
     def _release(self) -> None:
         with self._running_lock:
@@ -578,6 +615,12 @@ class _Session:
         self._flushing = False
         self._closing = False
         self._helpers: list[ASpawned] = []
+        # O-5: set by run() when the worker registers; finished jobs are
+        # counted here by (minute, queue, outcome) between two refreshes.
+        self.register_every_s: float | None = None
+        self._counts: dict[tuple[int, str, str], int] = {}
+        self._counts_lock = threading.Lock()
+        self._reg_cond = ACondition(lock)
         if True:  # ASYNC
             self._pool: ThreadPoolExecutor | None = None  # a plain handler's threads
         else:
@@ -600,6 +643,8 @@ class _Session:
                         self._threads.append(spawn(self._thread_loop, f"alkstore-worker-{i}"))
             self._helpers.append(aspawn(self._heartbeat_loop, f"alkstore-hb-{self._wid}"))
             self._helpers.append(aspawn(self._flush_loop, f"alkstore-flush-{self._wid}"))
+            if self.register_every_s is not None:
+                self._helpers.append(aspawn(self._registry_loop, f"alkstore-reg-{self._wid}"))
         except BaseException:
             await self._shutdown()
             raise
@@ -768,7 +813,7 @@ class _Session:
                 settle_now = True  # W-9: the handler settled its job itself
             elif entry.lost:
                 log_dropped(self._wid, entry, "its claim was lost (heartbeat refused)")
-                _hooks.finished(entry.job, "lost", entry.ran_s)
+                self._job_finished(entry.job, "lost", entry.ran_s)
                 settle_now = True
             else:
                 job = entry.job
@@ -834,7 +879,7 @@ class _Session:
             with entry.lock:  # after a heartbeat in progress: a refusal wins (W-2)
                 if entry.lost or entry.abandoned:
                     log_dropped(self._wid, entry, "its claim was lost before the flush")
-                    _hooks.finished(entry.job, "lost", None)
+                    self._job_finished(entry.job, "lost", None)
                     continue
                 entry.flushing = True
                 live.append(entry)
@@ -867,10 +912,65 @@ class _Session:
         for entry, landed in zip(live, results, strict=True):
             assert entry.outcome is not None
             log_outcome(self._wid, entry, entry.outcome, landed)
-            _hooks.finished(
+            self._job_finished(
                 entry.job,
                 entry.outcome.label if landed else "lost",
                 entry.ran_s,
+            )
+
+    def _job_finished(self, job: AsyncJob, label: str, duration_s: float | None) -> None:
+        """A job's outcome committed, or was refused (``lost``): to the
+        metrics (O-1) and, for a registered worker, to the count of its
+        minute (O-5), in memory until the next refresh: no write per job."""
+        _hooks.finished(job, label, duration_s)
+        if self.register_every_s is not None:
+            key = (int(time.time() // 60), job.queue, label)
+            with self._counts_lock:
+                self._counts[key] = self._counts.get(key, 0) + 1
+
+    # ---------------------------------------------------------- registry
+
+    async def _registry_loop(self) -> None:
+        """O-5: register now, refresh every ``register_every_s`` with the
+        counts since the last refresh, and at the end (after the last flush)
+        delete the row with the last counts."""
+        every = self.register_every_s
+        assert every is not None
+        info = self._w._info()
+        due = time.monotonic()
+        while True:
+            async with self._cond:
+                while not self._closing:
+                    wait_s = due - time.monotonic()
+                    if wait_s <= 0:
+                        break
+                    await acond_wait(self._reg_cond, wait_s)
+                closing = self._closing
+            await self._report(info, gone=closing)
+            if closing:
+                return
+            due = time.monotonic() + every
+
+    async def _report(self, info: WorkerInfo, gone: bool) -> None:
+        store = self._store
+        assert store is not None
+        with self._counts_lock:
+            counts, self._counts = self._counts, {}
+        rows = [
+            WorkerCount(datetime.fromtimestamp(m * 60, timezone.utc), info.id, q, o, n)
+            for (m, q, o), n in counts.items()
+        ]
+        try:
+            await store.report_worker(info, rows, gone=gone)
+        except Exception as exc:
+            # Kept for the next refresh; the row goes stale meanwhile.
+            with self._counts_lock:
+                for key, n in counts.items():
+                    self._counts[key] = self._counts.get(key, 0) + n
+            log.warning(
+                "worker %s: refreshing its registry row failed (%s)",
+                self._wid,
+                error_text(exc),
             )
 
     async def _commit(self, live: list[Running]) -> list[bool]:
@@ -946,6 +1046,7 @@ class _Session:
             self._cond.notify_all()
             self._flush_cond.notify_all()
             self._beat_cond.notify_all()
+            self._reg_cond.notify_all()
         try:
             for helper in self._helpers:
                 await ajoin(helper, 10)

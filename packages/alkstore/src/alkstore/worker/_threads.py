@@ -39,11 +39,14 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import os
 import queue as _queue_mod
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from types import FrameType
 from typing import Any
 
@@ -57,10 +60,11 @@ from alkstore._acompat import (
     sleep,
     spawn,
 )
+from alkstore._version import __version__
 from alkstore.errors import InvalidArgument, StoreClosed, TransientError
 from alkstore.names import encode_payload
-from alkstore.protocols import Job, Queue, RateLimit, Store
-from alkstore.types import QueueOpts
+from alkstore.protocols import Capability, Job, Queue, RateLimit, Store
+from alkstore.types import QueueOpts, WorkerCount, WorkerInfo, check_duration
 
 from . import _hooks
 from ._loop import HandlerLoop, await_result, call_coroutine
@@ -183,6 +187,9 @@ class Worker:
       coroutine handler is cancelled.
     - *flush_s* (0.005): the longest a finished job waits for its flush (W-6).
     - *rate_limit*: a limiter of the store; claims take one unit per job (R-1).
+    - *register_every_s* (10): while :meth:`run` runs, the worker's row in the
+      store's registry is refreshed this often, with its per-minute counts of
+      finished jobs (O-5); ``None`` keeps it out of the registry.
 
     One worker runs one loop at a time (``run`` or ``run_until_empty``).
     """
@@ -207,6 +214,7 @@ class Worker:
         timeout_s: float | None = None,
         flush_s: float = 0.005,
         rate_limit: RateLimit | None = None,
+        register_every_s: float | None = 10.0,
     ) -> None:
         self._settings: Settings = check_settings(
             handler,
@@ -245,6 +253,10 @@ class Worker:
         self._stop = Event()
         self._running_lock = threading.Lock()
         self._running = False
+        # O-5: the registry's refresh interval (None: not registered).
+        self._register_every_s = check_duration(
+            "register_every_s", register_every_s, allow_zero=False, allow_none=True
+        )
 
     def __repr__(self) -> str:
         names = [q.name for q in self._queues]
@@ -310,7 +322,7 @@ class Worker:
         def stopping() -> bool:
             return external.is_set() or mine.is_set()
 
-        with self._session() as session:
+        with self._session(register=True) as session:
             session.watch_stop(external, mine)
             restore = self._install_signals(force)
             try:
@@ -421,12 +433,37 @@ class Worker:
 
     # ------------------------------------------------------------- helpers
 
-    def _session(self) -> _Session:
+    def _session(self, register: bool = False) -> _Session:
         with self._running_lock:
             if self._running:
                 raise RuntimeError("this Worker is already running")
             self._running = True
-        return _Session(self)
+        session = _Session(self)
+        if register and self._registers():
+            session.register_every_s = self._register_every_s
+        return session
+
+    def _registers(self) -> bool:
+        """Whether :meth:`run` keeps a row in the store's registry (O-5)."""
+        store = self._store
+        return (
+            self._register_every_s is not None
+            and store is not None
+            and Capability.WORKERS in store.capabilities
+            and hasattr(store, "report_worker")
+        )
+
+    def _info(self) -> WorkerInfo:
+        """The worker as its registry row says (O-5)."""
+        return WorkerInfo(
+            self.worker_id,
+            socket.gethostname() or "unknown",
+            os.getpid(),
+            tuple(q.name for q in self._queues),
+            self.concurrency,
+            datetime.now(timezone.utc),
+            __version__,
+        )
 
     def _release(self) -> None:
         with self._running_lock:
@@ -527,6 +564,12 @@ class _Session:
         self._flushing = False
         self._closing = False
         self._helpers: list[Spawned] = []
+        # O-5: set by run() when the worker registers; finished jobs are
+        # counted here by (minute, queue, outcome) between two refreshes.
+        self.register_every_s: float | None = None
+        self._counts: dict[tuple[int, str, str], int] = {}
+        self._counts_lock = threading.Lock()
+        self._reg_cond = Condition(lock)
         self._work: _queue_mod.SimpleQueue[Running | None] = _queue_mod.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._loop: HandlerLoop | None = None
@@ -540,6 +583,8 @@ class _Session:
                     self._threads.append(spawn(self._thread_loop, f"alkstore-worker-{i}"))
             self._helpers.append(spawn(self._heartbeat_loop, f"alkstore-hb-{self._wid}"))
             self._helpers.append(spawn(self._flush_loop, f"alkstore-flush-{self._wid}"))
+            if self.register_every_s is not None:
+                self._helpers.append(spawn(self._registry_loop, f"alkstore-reg-{self._wid}"))
         except BaseException:
             self._shutdown()
             raise
@@ -679,7 +724,7 @@ class _Session:
                 settle_now = True  # W-9: the handler settled its job itself
             elif entry.lost:
                 log_dropped(self._wid, entry, "its claim was lost (heartbeat refused)")
-                _hooks.finished(entry.job, "lost", entry.ran_s)
+                self._job_finished(entry.job, "lost", entry.ran_s)
                 settle_now = True
             else:
                 job = entry.job
@@ -745,7 +790,7 @@ class _Session:
             with entry.lock:  # after a heartbeat in progress: a refusal wins (W-2)
                 if entry.lost or entry.abandoned:
                     log_dropped(self._wid, entry, "its claim was lost before the flush")
-                    _hooks.finished(entry.job, "lost", None)
+                    self._job_finished(entry.job, "lost", None)
                     continue
                 entry.flushing = True
                 live.append(entry)
@@ -778,10 +823,65 @@ class _Session:
         for entry, landed in zip(live, results, strict=True):
             assert entry.outcome is not None
             log_outcome(self._wid, entry, entry.outcome, landed)
-            _hooks.finished(
+            self._job_finished(
                 entry.job,
                 entry.outcome.label if landed else "lost",
                 entry.ran_s,
+            )
+
+    def _job_finished(self, job: Job, label: str, duration_s: float | None) -> None:
+        """A job's outcome committed, or was refused (``lost``): to the
+        metrics (O-1) and, for a registered worker, to the count of its
+        minute (O-5), in memory until the next refresh: no write per job."""
+        _hooks.finished(job, label, duration_s)
+        if self.register_every_s is not None:
+            key = (int(time.time() // 60), job.queue, label)
+            with self._counts_lock:
+                self._counts[key] = self._counts.get(key, 0) + 1
+
+    # ---------------------------------------------------------- registry
+
+    def _registry_loop(self) -> None:
+        """O-5: register now, refresh every ``register_every_s`` with the
+        counts since the last refresh, and at the end (after the last flush)
+        delete the row with the last counts."""
+        every = self.register_every_s
+        assert every is not None
+        info = self._w._info()
+        due = time.monotonic()
+        while True:
+            with self._cond:
+                while not self._closing:
+                    wait_s = due - time.monotonic()
+                    if wait_s <= 0:
+                        break
+                    cond_wait(self._reg_cond, wait_s)
+                closing = self._closing
+            self._report(info, gone=closing)
+            if closing:
+                return
+            due = time.monotonic() + every
+
+    def _report(self, info: WorkerInfo, gone: bool) -> None:
+        store = self._store
+        assert store is not None
+        with self._counts_lock:
+            counts, self._counts = self._counts, {}
+        rows = [
+            WorkerCount(datetime.fromtimestamp(m * 60, timezone.utc), info.id, q, o, n)
+            for (m, q, o), n in counts.items()
+        ]
+        try:
+            store.report_worker(info, rows, gone=gone)
+        except Exception as exc:
+            # Kept for the next refresh; the row goes stale meanwhile.
+            with self._counts_lock:
+                for key, n in counts.items():
+                    self._counts[key] = self._counts.get(key, 0) + n
+            log.warning(
+                "worker %s: refreshing its registry row failed (%s)",
+                self._wid,
+                error_text(exc),
             )
 
     def _commit(self, live: list[Running]) -> list[bool]:
@@ -854,6 +954,7 @@ class _Session:
             self._cond.notify_all()
             self._flush_cond.notify_all()
             self._beat_cond.notify_all()
+            self._reg_cond.notify_all()
         try:
             for helper in self._helpers:
                 join(helper, 10)

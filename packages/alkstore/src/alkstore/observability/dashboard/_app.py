@@ -18,6 +18,7 @@ that any queue name survives the URL):
 ``/schedules``                   GET    schedules with their next fires
 ``/streams``                     GET    streams with each consumer's lag
 ``/locks``                       GET    held locks with owners and tokens
+``/workers``                     GET    registered workers, last seen, counts
 ``/healthz``                     GET    ``ok`` while the store answers
 ``/login``                       GET    the token form; POST starts a session
 ``/logout``                      POST   ends the session
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qs, urlencode
 
 from alkstore.errors import AlkstoreError, UnsupportedOperation
@@ -43,7 +44,7 @@ from alkstore.observability._http import StartResponse, WSGIEnviron
 from alkstore.protocols import Capability, Queue, Store
 from alkstore.types import JobState, QueueStats
 
-from . import _jobs, _live, _pages
+from . import _jobs, _live, _pages, _workers
 from ._auth import Guard, Session
 from ._html import layout
 from ._sampler import History, Sampler
@@ -124,6 +125,7 @@ class DashboardApp:
             ("GET", "/schedules"): self._listing("Schedules", self._schedules_body),
             ("GET", "/streams"): self._listing("Streams", self._streams_body),
             ("GET", "/locks"): self._listing("Locks", self._locks_body),
+            ("GET", "/workers"): self._listing("Workers", self._workers_body),
             ("GET", "/login"): self._login_form,
             ("POST", "/login"): self._login,
             ("POST", "/logout"): self._logout,
@@ -260,14 +262,16 @@ class DashboardApp:
             stats = self._store.queue_stats()
         except AlkstoreError as exc:
             return self._page("503 Service Unavailable", "Queues", self._read_failed("Queues", exc))
+        now = datetime.now(timezone.utc)
         body = _pages.overview_body(
             stats,
-            datetime.now(timezone.utc),
+            now,
             self._history.samples(),
             scraping=self._sampler.scraping,
             every_s=self._every_s,
             messages=_pop_flash(session),
         )
+        body += f'<div class="charts">{self._finished_chart(now)}</div>'
         return self._page("200 OK", "Queues", body, active="/", refresh=True, session=session)
 
     def _queue_page(self, environ: WSGIEnviron, session: Session | None) -> _Response:
@@ -307,6 +311,7 @@ class DashboardApp:
             messages=_pop_flash(session),
             paused=paused,
         )
+        body += f'<div class="charts">{self._finished_chart(now, name)}</div>'  # O-5
         return self._page("200 OK", f"Queue {name}", body, active="/", session=session)
 
     def _paused(self, queue: Queue, stats: QueueStats | None) -> bool | None:
@@ -371,6 +376,29 @@ class DashboardApp:
 
     def _locks_body(self) -> str:
         return _pages.locks_body(self._store.held_locks(), datetime.now(timezone.utc))
+
+    # O-5, O-6: the workers' registry.
+    def _workers_body(self) -> str:
+        if Capability.WORKERS not in self._store.capabilities:
+            return _pages.message_body("Workers", "This engine keeps no workers' registry.")
+        now = datetime.now(timezone.utc)
+        since = now - timedelta(minutes=_workers.MINUTES)
+        return _workers.workers_body(
+            self._store.workers(), self._store.worker_counts(since=since), now
+        )
+
+    def _finished_chart(self, now: datetime, queue: str | None = None) -> str:
+        """The chart of finished jobs per minute (O-5's counts) of every
+        queue or of *queue*; a read that fails is said in its place."""
+        if Capability.WORKERS not in self._store.capabilities:
+            return _workers.finished_chart(None, now)
+        try:
+            since = now - timedelta(minutes=_workers.MINUTES)
+            counts = self._store.worker_counts(since=since)
+            return _workers.finished_chart(counts, now, queue)
+        except AlkstoreError as exc:
+            log.warning("reading the workers' counts failed: %s", exc)
+            return '<div class="card" id="finished-chart"><p>Reading the counts failed.</p></div>'
 
     # ------------------------------------------------------------ sessions
 

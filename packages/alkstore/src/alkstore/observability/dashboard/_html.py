@@ -30,6 +30,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("/schedules", "Schedules"),
     ("/streams", "Streams"),
     ("/locks", "Locks"),
+    ("/workers", "Workers"),
 )
 
 _CSS = """
