@@ -106,6 +106,24 @@ BROKEN_RESULTS: dict[str, dict[str, str]] = {
     },
 }
 
+#: Variants of the replace-and-debounce statements (Q-29), run against their area.
+BROKEN_REPLACE: dict[str, dict[str, str]] = {
+    # The cap is ignored: a key that never goes quiet never runs.
+    "debounce_ignores_max_wait": {
+        name: getattr(_sql, name).replace(_sql._HOLDER_RUN_AT, ":run_at")
+        for name in ("DEBOUNCE_HOLDER", "REPLACE_HOLDER")
+    },
+    # A running job's payload and stamps change under its handler.
+    "replace_touches_processing_holders": {
+        name: getattr(_sql, name).replace("state = 'pending'", "state IN ('pending', 'processing')")
+        for name in ("DEBOUNCE_HOLDER", "REPLACE_HOLDER")
+    },
+    # The replace moves the time but keeps the old payload.
+    "replace_keeps_the_old_payload": {
+        "REPLACE_HOLDER": _sql.REPLACE_HOLDER.replace("payload = :payload", "payload = payload")
+    },
+}
+
 #: Variants of the progress checkpoint statements (Q-28), run against their area.
 BROKEN_PROGRESS: dict[str, dict[str, str]] = {
     # A checkpoint lands whatever became of the claim.
@@ -149,12 +167,8 @@ class TestBrokenEngine({mixins}):
 
 
 def test_every_variant_replaces_a_real_statement() -> None:
-    for variant, replacements in {
-        **BROKEN,
-        **BROKEN_JOB_CONTROL,
-        **BROKEN_RESULTS,
-        **BROKEN_PROGRESS,
-    }.items():
+    every = {**BROKEN, **BROKEN_JOB_CONTROL, **BROKEN_RESULTS, **BROKEN_PROGRESS, **BROKEN_REPLACE}
+    for variant, replacements in every.items():
         for name, sql in replacements.items():
             assert getattr(_sql, name) != sql, f"{variant}: {name} is not changed"
 
@@ -164,12 +178,19 @@ _MIXINS = {
     **dict.fromkeys(BROKEN_JOB_CONTROL, "DeadLetterContract, JobControlContract"),
     **dict.fromkeys(BROKEN_RESULTS, "ResultsContract"),
     **dict.fromkeys(BROKEN_PROGRESS, "ProgressContract"),
+    **dict.fromkeys(BROKEN_REPLACE, "ReplaceContract"),
 }
 
 
 @pytest.mark.parametrize("variant", sorted(_MIXINS))
 def test_suite_fails_a_broken_engine(pytester: pytest.Pytester, variant: str) -> None:
-    replacements = {**BROKEN, **BROKEN_JOB_CONTROL, **BROKEN_RESULTS, **BROKEN_PROGRESS}[variant]
+    replacements = {
+        **BROKEN,
+        **BROKEN_JOB_CONTROL,
+        **BROKEN_RESULTS,
+        **BROKEN_PROGRESS,
+        **BROKEN_REPLACE,
+    }[variant]
     suite = SUITE.format(replacements=replacements, mixins=_MIXINS[variant])
     pytester.makepyfile(test_broken=textwrap.dedent(suite))
     result = pytester.runpytest_subprocess(

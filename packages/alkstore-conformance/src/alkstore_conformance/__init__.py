@@ -43,6 +43,7 @@ _EXPORTS = {
     "OutboxContract": ".contract_outbox",
     "ProgressContract": ".contract_progress",
     "QueueContract": ".contract_queue",
+    "ReplaceContract": ".contract_replace",
     "ResultsContract": ".contract_results",
     "SchedulerContract": ".contract_scheduler",
     "ScopingContract": ".contract_scoping",
@@ -77,6 +78,7 @@ __all__ = [
     "OutboxContract",
     "ProgressContract",
     "QueueContract",
+    "ReplaceContract",
     "ResultsContract",
     "SchedulerContract",
     "ScopingContract",
@@ -128,6 +130,7 @@ if TYPE_CHECKING:
     from .contract_outbox import OutboxContract
     from .contract_progress import ProgressContract
     from .contract_queue import QueueContract
+    from .contract_replace import ReplaceContract
     from .contract_results import ResultsContract
     from .contract_scheduler import SchedulerContract
     from .contract_scoping import ScopingContract

@@ -16,6 +16,7 @@ from .contract_operate import OperateContract
 from .contract_outbox import OutboxContract
 from .contract_progress import ProgressContract
 from .contract_queue import QueueContract
+from .contract_replace import ReplaceContract
 from .contract_results import ResultsContract
 from .contract_scheduler import SchedulerContract
 from .contract_scoping import ScopingContract
@@ -44,6 +45,7 @@ class StoreContract(
     WorkflowContract,
     ProgressContract,
     JobControlContract,
+    ReplaceContract,
     OperateContract,
     TransactionContract,
     TracingContract,

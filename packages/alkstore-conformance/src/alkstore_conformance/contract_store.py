@@ -30,6 +30,9 @@ CAPABILITY_CALLS: dict[Capability, Callable[[Store], object]] = {
     Capability.LOCKS: lambda s: s.lock("cf1", 1.0),
     Capability.NOTIFICATIONS: lambda s: s.notify("cf1", 1),
     Capability.SCHEDULER: lambda s: s.schedule("cf1", "@hourly", "cf1"),
+    Capability.REPLACE_DEBOUNCE: lambda s: s.queue("cf1").enqueue_unique(
+        "k", 1, on_conflict="replace"
+    ),
     Capability.PAUSE: lambda s: s.queue("cf1").pause(),
     Capability.RUN_NOW: lambda s: s.queue("cf1").run_now(1),
 }

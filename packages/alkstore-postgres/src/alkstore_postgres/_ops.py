@@ -184,7 +184,13 @@ class OpBook:
             # parents for WF-4: _job_params reads them from the job).
             plain = self._insert_plain_or_many(queue, jobs, params, max_depth)
             return Op(lambda: self._insert_after(first.after, jobs, params, plain), atomic=True)
-        if first.unique_key is not None:
+        if first.unique_key is not None and (first.replace or first.debounce_s is not None):
+            # Q-29: a pending holder found is one statement; several items,
+            # or a group to rebalance, commit together.
+            make = lambda: self._upsert_unique(queue, jobs, params)  # noqa: E731
+            if max_depth is None:
+                return Op(make, atomic=len(jobs) > 1 or first.group_limit is not None)
+        elif first.unique_key is not None:
             make = lambda: self._insert_unique(queue, jobs, params)  # noqa: E731
         elif len(jobs) == 1:
             params["payload"] = first.payload
@@ -307,6 +313,48 @@ class OpBook:
                 out.append(Inserted(created.get(key, held.get(key, 0)), False))
             seen.add(key)
         return out
+
+    def _upsert_unique(
+        self, queue: str, jobs: Sequence[NewJob], params: dict[str, Any]
+    ) -> Plan[list[Inserted]]:
+        """Q-29: each item in order (a key repeated in one call is replaced
+        by its later items)."""
+        out: list[Inserted] = []
+        for job in jobs:
+            one = yield from self._upsert_one(queue, job, params)
+            out.append(one)
+        return out
+
+    def _upsert_one(self, queue: str, job: NewJob, params: dict[str, Any]) -> Plan[Inserted]:
+        """Q-29 for one key: replace or debounce its pending holder; else the
+        Q-23 insert (which frees a key held by a job that can never run
+        again, and waits for a holder another transaction has not
+        committed); when that finds the key held, a pending holder (just
+        committed by another transaction) is replaced next round, a
+        processing one is kept."""
+        key = job.unique_key
+        update = {
+            **params,
+            "payload": job.payload,
+            "key": key,
+            "max_wait_s": job.max_wait_s,
+        }
+        stmt = self.st.replace_holder if job.replace else self.st.debounce_holder
+        insert = {**params, "payloads": [job.payload], "keys": [key]}
+        for _ in range(_UNIQUE_ROUNDS):
+            rows = yield Q(stmt, update, ALL)
+            if rows:
+                job_id, grp, group_limit = rows[0][:3]
+                if grp is not None and group_limit is not None:
+                    yield Q(self.st.rebalance_group, {"queue": queue, "grp": grp}, ONE)
+                return Inserted(int(job_id), False)
+            rows = yield Q(self.st.enqueue_unique, insert, ALL)
+            if rows:
+                return Inserted(int(rows[0][0]), True)
+            held = yield Q(self.st.key_holder_state, {"queue": queue, "key": key}, ONE)
+            if held is not None and held[1] != "pending":
+                return Inserted(int(held[0]), False)
+        raise TransientError("unique keys kept changing hands; retry the enqueue")
 
     def _bounded(
         self, queue: str, max_depth: int, inner: Plan[list[Inserted]]

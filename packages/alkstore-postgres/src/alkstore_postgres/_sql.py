@@ -870,6 +870,61 @@ SELECT unique_key, id FROM {schema}.jobs
 WHERE queue = %(queue)s::text AND unique_key = ANY (%(keys)s::text[])
 """
 
+# Q-29: the pending holder of a key, replaced or debounced in place, in one
+# statement (nothing else runs when it finds one). Its ready time before the
+# change is read in the same statement, so that the commit wakes the queue
+# only when the job became ready earlier (a debounce pushes it later, and a
+# claim asleep until the old time finds nothing and sleeps again). That
+# read takes no lock (a row lock would be one more write of the row per
+# call): under a concurrent change of the same holder the comparison may be
+# made with the version before it, which costs at worst a wake for nothing
+# or a late one; wakes are hints (Q-19). The update's own WHERE repeats the
+# conditions, so that a holder claimed or deleted meanwhile is left alone.
+# Its id, created_at, attempts, claim number, key and group stay; a
+# processing holder, or one past its expiry (the insert path frees that
+# key), is left alone. The new time is the enqueue's (or now plus the
+# debounce), no later than created_at plus max_wait_s when that is set
+# (LEAST ignores the NULL of an unset one). A replace keeps one attempt at
+# least, so a retried job that had used up the new max_attempts can run.
+_HOLDER_RUN_AT = (
+    "LEAST(COALESCE(%(run_at)s::timestamptz, c.t + %(delay_s)s::float8 * interval '1 second'), "
+    "j.created_at + %(max_wait_s)s::float8 * interval '1 second')"
+)
+_HOLDER_IS = f"""{{t}}queue = %(queue)s::text AND {{t}}unique_key = %(key)s::text
+      AND {{t}}state = 'pending' AND ({{t}}expires_at IS NULL OR {{t}}expires_at > {_NOW})"""
+_HOLDER_UPDATE = f"""
+WITH {_CLOCK},
+moved AS (
+    UPDATE {{schema}}.jobs j SET {{sets}}run_at = {_HOLDER_RUN_AT}, ready_at = {_HOLDER_RUN_AT}
+    FROM (SELECT id, ready_at FROM {{schema}}.jobs WHERE {_HOLDER_IS.replace("{t}", "")}) o,
+        clock c
+    WHERE j.id = o.id AND {_HOLDER_IS.replace("{t}", "j.")}
+    RETURNING j.id, j.grp, j.group_limit, j.ready_at < o.ready_at AS earlier),
+wake AS MATERIALIZED (
+    SELECT pg_notify(%(wake)s::text, %(queue)s::text) FROM moved WHERE moved.earlier)
+SELECT m.id, m.grp, m.group_limit, (SELECT count(*) FROM wake) FROM moved m
+"""
+DEBOUNCE_HOLDER = _HOLDER_UPDATE.replace("{sets}", "")
+REPLACE_HOLDER = _HOLDER_UPDATE.replace(
+    "{sets}",
+    """payload = %(payload)s::json, priority = %(priority)s::int,
+        max_attempts = GREATEST(%(max_attempts)s::int, j.attempts + 1),
+        visibility_timeout_s = %(visibility_timeout_s)s::float8,
+        backoff_base_s = %(backoff_base_s)s::float8,
+        dead_letter_retention_s = %(dead_letter_retention_s)s::float8,
+        expires_at = c.t + %(expires_s)s::float8 * interval '1 second',
+        trace_context = %(trace_context)s::text, result_ttl_s = %(result_ttl_s)s::float8,
+        """,
+)
+# The live holder of one key and its state, after an insert that found the
+# key held (waiting, if need be, for the transaction that wrote it).
+KEY_HOLDER_STATE = """
+SELECT id, state FROM {schema}.jobs WHERE queue = %(queue)s::text AND unique_key = %(key)s::text
+"""
+# Q-25: a replaced or debounced job of a limited group may change which of
+# the group's rows hold its slots.
+REBALANCE_GROUP = "SELECT {schema}.rebalance_group(%(queue)s::text, %(grp)s::text)"
+
 # Q-24: bounded enqueues of one queue take turns on a transaction-level
 # advisory lock (acks and claims never take it); the key names the schema
 # and queue.
@@ -1699,6 +1754,10 @@ class Statements:
         self.enqueue_rows = c(ENQUEUE_ROWS)
         self.enqueue_unique = c(ENQUEUE_UNIQUE)
         self.key_holders = c(KEY_HOLDERS)
+        self.debounce_holder = c(DEBOUNCE_HOLDER)
+        self.replace_holder = c(REPLACE_HOLDER)
+        self.key_holder_state = c(KEY_HOLDER_STATE)
+        self.rebalance_group = c(REBALANCE_GROUP)
         self.depth_lock = DEPTH_LOCK
         self.bury_stale = c(BURY_STALE)
         self.count_unfinished = c(COUNT_UNFINISHED)

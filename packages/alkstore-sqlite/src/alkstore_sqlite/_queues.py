@@ -106,7 +106,7 @@ class QueueOps:
 
             return self._write(tx, one, single=True)
 
-        def many(conn: sqlite3.Connection) -> list[Inserted]:
+        def many(conn: sqlite3.Connection, jobs: Sequence[NewJob] = jobs) -> list[Inserted]:
             now = now_us()
             todo = jobs
             held: dict[str, int] = {}
@@ -165,7 +165,48 @@ class QueueOps:
                 out.append(Inserted(int(holder), created))
             return out
 
+        if unique and (first.replace or first.debounce_s is not None):
+            if tx is None and len(jobs) == 1 and not grouped:
+                # The common case, a pending holder: one statement in
+                # autocommit (a 10,000-times debounced key writes one row).
+                held = self._write(
+                    None, lambda conn: self._update_holder(conn, queue, first), single=True
+                )
+                if held is not None:
+                    return [Inserted(held, False)]
+
+            # Q-29: each item in order, so a key repeated in one call is
+            # replaced by its later items.
+            def upsert(conn: sqlite3.Connection) -> list[Inserted]:
+                out: list[Inserted] = []
+                for job in jobs:
+                    holder = self._update_holder(conn, queue, job)
+                    out.extend(
+                        [Inserted(holder, False)] if holder is not None else many(conn, [job])
+                    )
+                return out
+
+            return self._write(tx, upsert)
+
         return self._write(tx, many)
+
+    def _update_holder(self, conn: sqlite3.Connection, queue: str, job: NewJob) -> int | None:
+        """Q-29: replace or debounce the pending holder of *job*'s key, in one
+        statement; its id, or ``None`` when no pending holder that can still
+        run holds the key (then the insert path decides, as Q-23 says). The
+        commit wakes blocked claims (every commit does, docs/adr/0003)."""
+        now = now_us()
+        params = insert_params(queue, job, now)
+        params["max_wait_us"] = None if job.max_wait_s is None else micros(job.max_wait_s)
+        sql = _sql.REPLACE_HOLDER if job.replace else _sql.DEBOUNCE_HOLDER
+        row = conn.execute(sql, params).fetchone()
+        if row is None:
+            return None
+        if row[1] is not None and row[2] is not None:
+            # Q-25: a new time or priority may change which rows of its group
+            # hold the slots.
+            self._rebalance(conn, queue, row[1])
+        return int(row[0])
 
     @staticmethod
     def _hold_back(conn: sqlite3.Connection, job: NewJob, ids: list[int], now: int) -> bool:

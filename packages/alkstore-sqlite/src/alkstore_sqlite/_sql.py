@@ -369,6 +369,36 @@ SELECT unique_key, id FROM __alkstore_jobs
 WHERE queue = :queue AND unique_key IN (SELECT value FROM json_each(:keys))
 """
 
+# Q-29: the pending holder of a key, replaced or debounced in place (one
+# statement; nothing else is read or written when it finds one). Its id,
+# created_at, attempts, claim number, key and group stay; a processing
+# holder, or one past its expiry (Q-23 frees that key first), is left to
+# the insert path. The new time is :run_at (the enqueue's, or now plus the
+# debounce), but no later than created_at plus :max_wait_us when that is
+# set. A replace keeps one attempt at least, so a retried job that had used
+# up the new max_attempts can still run.
+_HOLDER_RUN_AT = "min(:run_at, coalesce(created_at + :max_wait_us, :run_at))"
+_HOLDER_WHERE = """
+WHERE queue = :queue AND unique_key = :unique_key AND state = 'pending'
+  AND (expires_at IS NULL OR expires_at > :now)
+RETURNING id, grp, group_limit
+"""
+DEBOUNCE_HOLDER = (
+    f"UPDATE __alkstore_jobs SET run_at = {_HOLDER_RUN_AT}, ready_at = {_HOLDER_RUN_AT}"
+    + _HOLDER_WHERE
+)
+REPLACE_HOLDER = (
+    f"""
+UPDATE __alkstore_jobs SET
+    payload = :payload, priority = :priority,
+    max_attempts = max(:max_attempts, attempts + 1),
+    visibility_timeout_s = :visibility_timeout_s, backoff_base_s = :backoff_base_s,
+    dead_letter_retention_s = :dead_letter_retention_s, expires_at = :expires_at,
+    trace_context = :trace_context, result_ttl_s = :result_ttl_s,
+    run_at = {_HOLDER_RUN_AT}, ready_at = {_HOLDER_RUN_AT}"""
+    + _HOLDER_WHERE
+)
+
 # Q-23: a key held by a job that can never run again (past expires_at, or a
 # lapsed claim with no budget) is freed first: that job goes to dead.
 _CANNOT_RUN = """

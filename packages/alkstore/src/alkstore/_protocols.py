@@ -227,10 +227,23 @@ class Queue(Protocol):
         ...
 
     def enqueue_unique(
-        self, key: str, payload: Any, opts: EnqueueOpts | None = None, tx: object | None = None
+        self,
+        key: str,
+        payload: Any,
+        opts: EnqueueOpts | None = None,
+        tx: object | None = None,
+        on_conflict: str = "skip",
+        debounce_s: float | None = None,
+        max_wait_s: float | None = None,
     ) -> Enqueued:
         """Insert a job holding *key*, unless a live job of the queue holds it
-        already: then nothing is written and its id comes back (Q-23)."""
+        already: then nothing is written and its id comes back (Q-23).
+
+        Q-29: with ``on_conflict="replace"`` a *pending* holder takes this
+        call's payload and opts instead (a processing one is kept); with
+        *debounce_s* a pending holder runs *debounce_s* after the latest
+        enqueue of its key, but no later than *max_wait_s* after its first
+        (its ``created_at``). Both answer ``created=False``."""
         ...
 
     def enqueue_many_unique(
@@ -238,8 +251,12 @@ class Queue(Protocol):
         items: Sequence[tuple[str, Any]],
         opts: EnqueueOpts | None = None,
         tx: object | None = None,
+        on_conflict: str = "skip",
+        debounce_s: float | None = None,
+        max_wait_s: float | None = None,
     ) -> list[Enqueued]:
-        """``enqueue_unique`` for each ``(key, payload)``, in one transaction."""
+        """``enqueue_unique`` for each ``(key, payload)``, in one transaction
+        (the items decided in order, Q-29)."""
         ...
 
     def claim(

@@ -31,6 +31,8 @@ class Capability(StrEnum):
     RATE_LIMITS = "rate_limits"
     RESULTS = "results"
     WORKFLOWS = "workflows"
+    #: Q-29: ``enqueue_unique(on_conflict="replace", debounce_s=...)``.
+    REPLACE_DEBOUNCE = "replace_debounce"
     PROGRESS = "progress"
     PAUSE = "pause"
     RUN_NOW = "run_now"

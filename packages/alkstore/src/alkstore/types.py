@@ -390,7 +390,8 @@ class SweepResult:
 class Enqueued:
     """What ``enqueue_unique`` did (Q-23): the id of the job holding the key,
     and whether this call created it (``False``: a live job already held it,
-    and nothing was written)."""
+    and nothing was written; or, with ``on_conflict="replace"`` or
+    ``debounce_s``, that pending job was updated in place, Q-29)."""
 
     id: int
     created: bool

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_OFFSET",
     "check_bool_option",
     "check_channels",
+    "check_conflict",
     "check_error",
     "check_ids",
     "check_job_id",
@@ -50,6 +51,7 @@ __all__ = [
     "parse_bool_option",
     "parse_option",
     "prepare_job",
+    "with_conflict",
 ]
 
 #: Most jobs one claim hands out.
@@ -150,6 +152,54 @@ def check_progress(value: Any) -> str | None:
 def check_unique_key(key: object) -> str:
     """A unique key follows the name rules (Q-23, C-1)."""
     return validate_name(key, "unique key", allow_reserved=True)
+
+
+#: What ``enqueue_unique(on_conflict=...)`` takes (Q-23, Q-29).
+ON_CONFLICT = ("skip", "replace")
+
+
+def check_conflict(
+    on_conflict: object, debounce_s: object, max_wait_s: object, opts: object
+) -> tuple[bool, float | None, float | None]:
+    """Q-29: ``(replace, debounce_s, max_wait_s)`` from the arguments of
+    ``enqueue_unique``, checked before any write. ``max_wait_s`` needs
+    ``debounce_s`` and is at least it; a debounced enqueue's time is its
+    debounce, so its opts cannot set ``run_at`` or ``delay_s``."""
+    if not isinstance(on_conflict, str) or on_conflict not in ON_CONFLICT:
+        raise InvalidArgument(f"on_conflict must be 'skip' or 'replace', not {on_conflict!r}")
+    debounce = check_duration("debounce_s", debounce_s, allow_none=True)
+    wait = check_duration("max_wait_s", max_wait_s, allow_none=True)
+    if wait is not None:
+        if debounce is None:
+            raise InvalidArgument("max_wait_s needs debounce_s: it caps a debounce")
+        if wait < debounce:
+            raise InvalidArgument(
+                f"max_wait_s must be at least debounce_s ({debounce!r}), got {max_wait_s!r}"
+            )
+    timed = isinstance(opts, EnqueueOpts) and (opts.run_at is not None or opts.delay_s is not None)
+    if debounce is not None and timed:
+        raise InvalidArgument(
+            "debounce_s decides when the job runs: opts cannot also set run_at or delay_s"
+        )
+    return on_conflict == "replace", debounce, wait
+
+
+def with_conflict(
+    jobs: list[NewJob], replace: bool, debounce_s: float | None, max_wait_s: float | None
+) -> list[NewJob]:
+    """*jobs* carrying Q-29's choices; a debounced job is inserted
+    ``debounce_s`` from now (``delay_s``)."""
+    if not replace and debounce_s is None:
+        return jobs
+    return [
+        j._replace(
+            replace=replace,
+            debounce_s=debounce_s,
+            max_wait_s=max_wait_s,
+            delay_s=j.delay_s if debounce_s is None else debounce_s,
+        )
+        for j in jobs
+    ]
 
 
 def encode_enqueue_opts(opts: EnqueueOpts | None) -> str | None:

@@ -38,12 +38,13 @@ from .jobs_async import AsyncKitJob
 from .jobs_base import decode_claims
 from .native import resolve_async
 from .operate import check_pause_capability, check_run_now_capability
-from .prepare import check_ids, check_job_id, check_unique_key, prepare_job
+from .prepare import check_ids, check_job_id, check_unique_key, prepare_job, with_conflict
 from .queue_base import (
     FULL_FIRST_PAUSE_S,
     FULL_MAX_PAUSE_S,
     QueueBase,
     check_bounded_wait,
+    check_conflict_args,
     check_items,
     check_payloads,
     claim_args,
@@ -266,12 +267,24 @@ class AsyncKitQueue(QueueBase):
         return [r.id for r in await self._insert(tx, await self._prepare(payloads, opts))]
 
     async def enqueue_unique(
-        self, key: str, payload: Any, opts: EnqueueOpts | None = None, tx: object | None = None
+        self,
+        key: str,
+        payload: Any,
+        opts: EnqueueOpts | None = None,
+        tx: object | None = None,
+        on_conflict: str = "skip",
+        debounce_s: float | None = None,
+        max_wait_s: float | None = None,
     ) -> Enqueued:
-        """Insert a job holding *key* unless a live job holds it (Q-23)."""
+        """Insert a job holding *key* unless a live job holds it (Q-23); a
+        pending holder is replaced (``on_conflict="replace"``) or debounced
+        (*debounce_s*, capped by *max_wait_s*) instead (Q-29)."""
         self._check_open()
+        conflict = check_conflict_args(
+            self._ex.capabilities, on_conflict, debounce_s, max_wait_s, opts
+        )
         jobs = await self._prepare((payload,), opts, (check_unique_key(key),))
-        row = (await self._insert(tx, jobs))[0]
+        row = (await self._insert(tx, with_conflict(jobs, *conflict)))[0]
         return Enqueued(row.id, row.created)
 
     async def enqueue_many_unique(
@@ -279,14 +292,25 @@ class AsyncKitQueue(QueueBase):
         items: Sequence[tuple[str, Any]],
         opts: EnqueueOpts | None = None,
         tx: object | None = None,
+        on_conflict: str = "skip",
+        debounce_s: float | None = None,
+        max_wait_s: float | None = None,
     ) -> list[Enqueued]:
-        """``enqueue_unique`` for each ``(key, payload)``, atomically (Q-23)."""
+        """``enqueue_unique`` for each ``(key, payload)``, atomically (Q-23,
+        Q-29: items are decided in order, so a key repeated with
+        ``"replace"`` ends with its last payload)."""
         self._check_open()
+        conflict = check_conflict_args(
+            self._ex.capabilities, on_conflict, debounce_s, max_wait_s, opts
+        )
         pairs = check_items(items)
         if not pairs:
             return []
         jobs = await self._prepare([p for _, p in pairs], opts, [k for k, _ in pairs])
-        return [Enqueued(r.id, r.created) for r in await self._insert(tx, jobs)]
+        return [
+            Enqueued(r.id, r.created)
+            for r in await self._insert(tx, with_conflict(jobs, *conflict))
+        ]
 
     async def claim(
         self, worker_id: str, wait_s: float = 0, rate_limit: AsyncRateLimit | None = None

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from alkstore._protocols_base import Capability
 from alkstore._tracecontext import trace_context_text
-from alkstore.errors import InvalidArgument
+from alkstore.errors import InvalidArgument, UnsupportedOperation
 from alkstore.types import EnqueueOpts, JobState, QueueOpts, check_duration, check_int
 
 from .codec import let_the_loop_run
@@ -18,6 +19,7 @@ from .jobs_base import JobData, handle_of
 from .named import NamedHandle
 from .prepare import (
     MAX_CLAIM_BATCH,
+    check_conflict,
     check_ids,
     check_limit,
     check_unique_key,
@@ -32,6 +34,7 @@ __all__ = [
     "FULL_MAX_PAUSE_S",
     "QueueBase",
     "check_bounded_wait",
+    "check_conflict_args",
     "check_items",
     "check_payloads",
     "claim_args",
@@ -90,6 +93,24 @@ def jobs_of(
         jobs.append(job)
         let_the_loop_run(job.payload)
     return jobs
+
+
+def check_conflict_args(
+    capabilities: frozenset[Capability],
+    on_conflict: object,
+    debounce_s: object,
+    max_wait_s: object,
+    opts: object,
+) -> tuple[bool, float | None, float | None]:
+    """Q-29's arguments of ``enqueue_unique`` checked (:func:`check_conflict`),
+    and refused with ``UnsupportedOperation`` by an engine that does not
+    declare ``replace_debounce`` (CF-1)."""
+    replace, debounce, wait = check_conflict(on_conflict, debounce_s, max_wait_s, opts)
+    if (replace or debounce is not None) and Capability.REPLACE_DEBOUNCE not in capabilities:
+        raise UnsupportedOperation(
+            "this engine cannot replace or debounce a unique job (capability 'replace_debounce')"
+        )
+    return replace, debounce, wait
 
 
 def check_bounded_wait(wait_s: object, tx: object | None) -> float:

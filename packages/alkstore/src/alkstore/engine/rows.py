@@ -46,6 +46,14 @@ class NewJob(NamedTuple):
     ``result_ttl_s`` the RS-1 stamp (``None``: the ack keeps nothing).
     ``after`` the ids the job waits for (WF-1), ascending; ``()`` for none.
     With ``after``, ``delay_s`` counts from the job's release.
+
+    Q-29, for a job with a ``unique_key`` only: ``replace`` overwrites the
+    payload and opts of a pending holder of the key (its id, ``created_at``,
+    attempts, claim number, key and group are kept); ``debounce_s`` sets a
+    pending holder's ``run_at`` to the enqueue's time plus ``debounce_s``
+    (the kit also puts it in ``delay_s``, for the insert), but no later than
+    its ``created_at`` plus ``max_wait_s`` when that is set. A processing
+    holder is left as it is, as without them.
     """
 
     payload: str
@@ -63,11 +71,15 @@ class NewJob(NamedTuple):
     trace_context: str | None = None
     result_ttl_s: float | None = None
     after: tuple[int, ...] = ()
+    replace: bool = False
+    debounce_s: float | None = None
+    max_wait_s: float | None = None
 
 
 class Inserted(NamedTuple):
     """One row of an insert: the id holding the job, and whether this insert
-    wrote it (``False`` only for a unique key a live job already held)."""
+    wrote it (``False`` only for a unique key a live job already held: left
+    as it was, or replaced or debounced by Q-29)."""
 
     id: int
     created: bool = True

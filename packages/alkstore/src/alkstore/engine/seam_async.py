@@ -70,9 +70,12 @@ class AsyncExecutor(ExecutorBase[TxT], Protocol[TxT]):
     ) -> list[Inserted]:
         """Insert *jobs* (at least one; every field but ``payload`` and
         ``unique_key`` is the same for all) in one atomic step and wake the
-        queue at commit. Jobs with a ``unique_key`` follow Q-23. With
-        *max_depth*, raise ``QueueFull`` and write nothing when the queue
-        would hold more unfinished jobs (Q-24)."""
+        queue at commit. Jobs with a ``unique_key`` follow Q-23; with
+        ``replace`` or ``debounce_s`` (Q-29) a pending holder of the key is
+        updated in place instead, in one statement, the items decided in
+        order (and the queue woken only when the holder became ready
+        earlier). With *max_depth*, raise ``QueueFull`` and write nothing
+        when the queue would hold more unfinished jobs (Q-24)."""
         ...
 
     async def claim(
