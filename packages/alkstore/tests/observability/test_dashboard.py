@@ -555,9 +555,8 @@ def test_dashboard_command_serves_until_sigterm(
 
 # ------------------------------------------------------ live work (O-6)
 #
-# These prove SPEC O-6's parts that need no new engine state. They carry its
-# id in their docstrings; the clause mark is the module's O-4 until
-# CONTRACT.md has an O-6 entry to name (CF-2 checks every mark against it).
+# These prove SPEC O-6, the dashboard of live work, through the public API
+# (the engine half, run now, is the suite's: contract_operate.py).
 
 
 def listed_ids(page: str, state: str) -> list[int]:
@@ -602,6 +601,7 @@ def seed_live(store: Store) -> dict[str, list[int]]:
     }
 
 
+@pytest.mark.clause("O-6")
 def test_the_queue_page_offers_every_state_of_the_contract(store: Store, client: Client) -> None:
     """O-6: the states are JobState's, waiting first, with scheduled after
     pending; each tab counts its jobs and lists exactly them."""
@@ -624,6 +624,7 @@ def test_the_queue_page_offers_every_state_of_the_contract(store: Store, client:
     assert client.get("/queue?name=live&state=nonsense").status == 404
 
 
+@pytest.mark.clause("O-6")
 def test_the_default_state_is_dead_and_the_overview_links_each_count(
     store: Store, client: Client
 ) -> None:
@@ -636,6 +637,7 @@ def test_the_default_state_is_dead_and_the_overview_links_each_count(
         assert f'href="/queue?name=live&amp;state={state}"' in overview
 
 
+@pytest.mark.clause("O-6")
 def test_pending_and_scheduled_jobs_page_through(store: Store, client: Client) -> None:
     """O-6: ready and scheduled jobs are listed apart, fifty a page."""
     from alkstore import EnqueueOpts
@@ -654,6 +656,7 @@ def test_pending_and_scheduled_jobs_page_through(store: Store, client: Client) -
     assert listed_ids(scheduled, "scheduled") == later
 
 
+@pytest.mark.clause("O-6")
 def test_the_job_page_shows_stamps_claim_error_payload_and_result(
     store: Store, client: Client
 ) -> None:
@@ -683,6 +686,7 @@ def test_the_job_page_shows_stamps_claim_error_payload_and_result(
     assert re.search(r'data-field="state">scheduled<', later) and "Runs at" in later
 
 
+@pytest.mark.clause("O-6")
 def test_the_job_page_shows_the_trace_id_of_the_enqueue(store: Store, client: Client) -> None:
     """O-6: the job page shows the trace id of the span the job was enqueued in (O-2)."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -723,6 +727,7 @@ def test_the_job_page_shows_the_progress_checkpoint(store: Store, client: Client
     assert 'data-field="progress"' not in plain and "<h2>Progress</h2>" not in plain
 
 
+@pytest.mark.clause("O-6")
 def test_an_unknown_job_has_a_clear_page(store: Store, client: Client) -> None:
     """O-6: an id the queue does not have answers 404 with a page that says why."""
     seed_live(store)
@@ -733,6 +738,7 @@ def test_an_unknown_job_has_a_clear_page(store: Store, client: Client) -> None:
     assert "No job 999999 in this queue." in client.get("/job?queue=live&id=999999").text
 
 
+@pytest.mark.clause("O-6")
 def test_a_cancel_asks_first_then_deletes_pending_and_processing_jobs(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
@@ -779,6 +785,7 @@ def test_a_cancel_asks_first_then_deletes_pending_and_processing_jobs(
     assert store.queue("live").stats().dead == 1
 
 
+@pytest.mark.clause("O-6")
 def test_a_redrive_from_the_job_page_returns_to_it(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
@@ -803,6 +810,7 @@ def test_a_redrive_from_the_job_page_returns_to_it(
     assert 'name="csrf"' not in done_page
 
 
+@pytest.mark.clause("O-6")
 def test_cancel_follows_the_access_rules(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
@@ -833,6 +841,7 @@ def test_cancel_follows_the_access_rules(
     assert store.queue("live").get_job(int(target)) is not None
 
 
+@pytest.mark.clause("O-6")
 def test_healthz_says_ok_while_the_store_answers(engine_url: str, store: Store) -> None:
     """O-6: /healthz is 200 ok while the store answers and 503 once it does not."""
     import alkstore
@@ -851,6 +860,7 @@ def test_healthz_says_ok_while_the_store_answers(engine_url: str, store: Store) 
         assert failing.status == 503 and failing.text == "store unavailable\n"
 
 
+@pytest.mark.clause("O-6")
 def test_healthz_needs_no_token_beyond_localhost(store: Store) -> None:
     """O-6: /healthz answers without the token even where every page needs it."""
     guard = Guard(host="0.0.0.0", token="s3cret-token", read_only=False)
@@ -865,6 +875,7 @@ def test_healthz_needs_no_token_beyond_localhost(store: Store) -> None:
     assert _call(app, "/", QUERY_STRING="")[0].startswith("401")
 
 
+@pytest.mark.clause("O-6")
 def test_without_scrape_the_chart_is_the_backlog_change_not_a_throughput(
     store: Store, dashboard: DashboardServer, client: Client
 ) -> None:
@@ -891,6 +902,7 @@ def test_without_scrape_the_chart_is_the_backlog_change_not_a_throughput(
     assert "need the workers&#x27; metrics" in page
 
 
+@pytest.mark.clause("O-6")
 def test_a_sparse_state_is_read_in_bounded_steps(
     store: Store, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -917,6 +929,7 @@ def test_a_sparse_state_is_read_in_bounded_steps(
     assert seen == later
 
 
+@pytest.mark.clause("O-6")
 def test_a_state_queue_stats_does_not_count_is_counted_up_to_a_cap(
     store: Store, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

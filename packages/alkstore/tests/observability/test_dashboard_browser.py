@@ -323,6 +323,7 @@ def listed(tab: Page, state: str) -> list[int]:
     return [int(r.get_attribute("data-job") or 0) for r in tab.locator(f"#{state} tbody tr").all()]
 
 
+@pytest.mark.clause("O-6")
 def test_live_jobs_by_state_and_a_dead_jobs_page(
     scene: Scene, signed_in: Page, shots: Shots
 ) -> None:
@@ -374,6 +375,7 @@ def test_live_jobs_by_state_and_a_dead_jobs_page(
     assert info is not None and info.state is JobState.PENDING
 
 
+@pytest.mark.clause("O-6")
 def test_a_pending_job_cancelled_through_its_page(
     scene: Scene, signed_in: Page, shots: Shots
 ) -> None:
@@ -448,6 +450,7 @@ def test_a_scheduled_job_run_now_through_its_row(
     assert info.run_at <= datetime.now(timezone.utc)
 
 
+@pytest.mark.clause("O-6")
 def test_a_done_job_shows_its_result_and_trace(scene: Scene, signed_in: Page, shots: Shots) -> None:
     """O-6: a done job's page shows its result, finish time and trace id, and offers no change."""
     page = signed_in
@@ -466,6 +469,7 @@ def test_a_done_job_shows_its_result_and_trace(scene: Scene, signed_in: Page, sh
     shots(page, "dashboard-job-done")
 
 
+@pytest.mark.clause("O-6")
 def test_healthz_in_the_running_command(scene: Scene, page: Page) -> None:
     """O-6: the running command serves /healthz."""
     answer = page.goto(scene.login_url.split("?", 1)[0] + "healthz")
