@@ -660,7 +660,8 @@ def test_pending_and_scheduled_jobs_page_through(store: Store, client: Client) -
 def test_the_job_page_shows_stamps_claim_error_payload_and_result(
     store: Store, client: Client
 ) -> None:
-    """O-6: a job's page shows its state, stamps, claim, error, payload and kept result."""
+    """O-6: a job's page shows its state, stamps, claim, error, payload, kept result
+    and the parents a waiting job still waits on."""
     jobs = seed_live(store)
     dead = client.get(f"/job?queue=live&id={jobs['dead'][0]}")
     assert dead.status == 200
@@ -684,6 +685,12 @@ def test_the_job_page_shows_stamps_claim_error_payload_and_result(
     assert "w-7" in running and re.search(r'data-field="state">processing<', running)
     later = client.get(f"/job?queue=live&id={jobs['scheduled'][0]}").text
     assert re.search(r'data-field="state">scheduled<', later) and "Runs at" in later
+
+    # WF-1: a waiting job names the parents it still waits on; others have no such row.
+    waiting = client.get(f"/job?queue=live&id={jobs['waiting'][0]}").text
+    assert re.search(r'data-field="state">waiting<', waiting)
+    assert f'data-field="waiting-on">{jobs["processing"][0]}<' in waiting
+    assert 'data-field="waiting-on"' not in later
 
 
 @pytest.mark.clause("O-6")

@@ -310,6 +310,7 @@ _PLACED = frozenset(
         "worker_id", "unique_key", "group", "group_limit", "trace_context", "result_ttl_s",
         "result", "finished_at",
         "progress",  # its own block below
+        "waiting_on",  # WF-1: its own row
     }
 )  # fmt: skip
 
@@ -371,6 +372,9 @@ def job_body(
         ("Dead letters kept", _seconds(info.dead_letter_retention_s),
          info.dead_letter_retention_s is not None),
         ("Result kept for", _seconds(info.result_ttl_s), info.result_ttl_s is not None),
+        # WF-1: the parents still unfinished (of any queue: ids, not links).
+        ("Waiting on", f'<span data-field="waiting-on">'
+         f"{esc(', '.join(str(i) for i in info.waiting_on))}</span>", bool(info.waiting_on)),
         ("Unique key", _text(info.unique_key), info.unique_key is not None),
         ("Group", _text(info.group) if info.group_limit is None
          else f"{esc(info.group)} (at most {info.group_limit} at once)", info.group is not None),
