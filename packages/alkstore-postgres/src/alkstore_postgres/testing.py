@@ -369,6 +369,9 @@ class PostgresHooks:
         and the meta rows."""
         schema = check_schema(opts.get("schema", "alkstore"))
         stmts = _sql.Statements(schema)
+        # The test's own schema, which a store opened for it before (the
+        # suite's capability probe, on the async face) may have made.
+        drop_schema(url, schema)
         with psycopg.connect(parse_url(url).conninfo, autocommit=True) as conn:
             # Statements go out with parameters (a '%' of the schema is doubled).
             conn.execute(stmts.create_schema, {})
