@@ -628,6 +628,18 @@ MIGRATIONS: dict[int, list[str]] = {
             PRIMARY KEY (minute, worker_id, queue, outcome)
         )""",
         # ---- end O-5 ----
+        # ---- WF-5 (docs/adr/0021): the dependency functions plan each
+        # statement with its ids. A generic plan of `parent = ANY (ids)`
+        # takes its row estimate from the column's statistics, and one parent
+        # with 100,000 children (a fan-out) makes that "every row": every ack
+        # and every death in the store then read the whole deps index (claim
+        # + ack went from 0.9 to 10 ms in C-8 with 100,000 waiting jobs).
+        # With the ids known, the planner sees they are not that parent.
+        "ALTER FUNCTION {schema}.deps_finished(bigint[], text)"
+        " SET plan_cache_mode = force_custom_plan",
+        "ALTER FUNCTION {schema}.deps_failed(bigint[]) SET plan_cache_mode = force_custom_plan",
+        "ALTER FUNCTION {schema}.deps_revive(bigint[]) SET plan_cache_mode = force_custom_plan",
+        # ---- end WF-5
     ],
 }
 #: What each migration brings, for the error a role that cannot run it gets.
@@ -637,7 +649,7 @@ MIGRATION_TITLES = {
     3: "group slots for ready rows first, expired slot holders",
     4: "kept results",
     5: "jobs that wait for other jobs",
-    6: "progress checkpoints, paused queues, the workers' registry",
+    6: "progress checkpoints, paused queues, the workers' registry, dependency plans",
 }
 
 # ------------------------------------------------------------------------ queue
