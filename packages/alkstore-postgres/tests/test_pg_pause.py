@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -15,20 +16,10 @@ Admin = psycopg.Connection[tuple[Any, ...]]
 
 
 @pytest.mark.clause("Q-27", "ST-1")
-def test_version_5_is_upgraded_keeping_its_jobs(pg_url: str, admin: Admin, schema: str) -> None:
-    st = Statements(schema)
-    admin.execute(st.create_schema, {})
-    for version in range(1, 6):
-        for statement in st.migrations[version]:
-            admin.execute(statement, {"store_id": "old-store"})
-    admin.execute(st.set_version, {"version": "5"})
-    admin.execute(
-        sql.SQL(
-            "INSERT INTO {} (queue, state, payload, priority, run_at, ready_at, created_at, "
-            "max_attempts, visibility_timeout_s, backoff_base_s) VALUES "
-            "('q', 'pending', '\"old\"', 0, now(), now(), now(), 5, 30, 1)"
-        ).format(sql.Identifier(schema, "jobs"))
-    )
+def test_version_5_is_upgraded_keeping_its_jobs(
+    pg_url: str, admin: Admin, schema: str, old_schema: Callable[..., None]
+) -> None:
+    old_schema(5)
     with PostgresStore(pg_url, schema=schema) as store:
         q = store.queue("q")
         assert not q.is_paused() and q.pause() and q.stats().paused
@@ -36,11 +27,7 @@ def test_version_5_is_upgraded_keeping_its_jobs(pg_url: str, admin: Admin, schem
         assert q.resume()
         job = q.claim("w")
         assert job is not None and job.payload == "old"
-    row = admin.execute(
-        sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(
-            sql.Identifier(schema, "meta")
-        )
-    ).fetchone()
+    row = admin.execute(Statements(schema).get_version, {}).fetchone()
     assert row == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 6
 
 

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from alkstore import JobState, QueueOpts
 from alkstore_postgres import PostgresStore
@@ -16,28 +16,13 @@ from alkstore_postgres._sql import CLAIM, PROGRESS, SCHEMA_VERSION, Statements
 Admin = psycopg.Connection[tuple[Any, ...]]
 
 
-def _v5_schema(admin: Admin, schema: str) -> None:
-    """The schema as the release of version 5 left it, holding one pending job."""
-    st = Statements(schema)
-    admin.execute(st.create_schema, {})
-    for version in range(1, 6):
-        for statement in st.migrations[version]:
-            admin.execute(statement, {"store_id": "v5-store"})
-    admin.execute(st.set_version, {"version": "5"})
-    admin.execute(
-        sql.SQL(
-            "INSERT INTO {} (queue, state, payload, priority, run_at, ready_at, created_at, "
-            "attempts, max_attempts, visibility_timeout_s, backoff_base_s) VALUES "
-            "('q', 'pending', '\"old\"', 0, now(), now(), now(), 0, 2, 30, 1)"
-        ).format(sql.Identifier(schema, "jobs"))
-    )
-
-
 @pytest.mark.clause("Q-28", "ST-1")
-def test_version_5_is_upgraded_keeping_its_jobs(pg_url: str, admin: Admin, schema: str) -> None:
+def test_version_5_is_upgraded_keeping_its_jobs(
+    pg_url: str, admin: Admin, schema: str, old_schema: Callable[..., None]
+) -> None:
     """The upgrade to 6 adds the progress columns; an old job takes a checkpoint, keeps it
     through a retry, and carries it to dead and back (redrive)."""
-    _v5_schema(admin, schema)
+    old_schema(5, max_attempts=2)
     with PostgresStore(pg_url, schema=schema) as store:
         q = store.queue("q", QueueOpts(max_attempts=2))
         job = q.claim("w")
@@ -53,11 +38,7 @@ def test_version_5_is_upgraded_keeping_its_jobs(pg_url: str, admin: Admin, schem
         assert q.redrive([job.id]) == 1
         back = q.claim("w")
         assert back is not None and back.checkpoint == {"step": 1}
-    row = admin.execute(
-        sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(
-            sql.Identifier(schema, "meta")
-        )
-    ).fetchone()
+    row = admin.execute(Statements(schema).get_version, {}).fetchone()
     assert row is not None and int(row[0]) == SCHEMA_VERSION >= 6
 
 

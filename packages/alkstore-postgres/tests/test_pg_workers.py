@@ -22,13 +22,10 @@ def _info(wid: str = "w1") -> WorkerInfo:
 
 
 @pytest.mark.clause("O-5", "ST-1")
-def test_version_5_is_upgraded_keeping_its_jobs(pg_url: str, admin: Admin, schema: str) -> None:
-    st = Statements(schema)
-    admin.execute(st.create_schema, {})
-    for version in range(1, 6):
-        for statement in st.migrations[version]:
-            admin.execute(statement, {"store_id": "old-store"})
-    admin.execute(st.set_version, {"version": "5"})
+def test_version_5_is_upgraded_keeping_its_jobs(
+    pg_url: str, admin: Admin, schema: str, old_schema: Callable[..., None]
+) -> None:
+    old_schema(5, job=False)
     with PostgresStore(pg_url, schema=schema) as store:
         jid = store.queue("q").enqueue("old")
         now = datetime.now(timezone.utc)
@@ -37,7 +34,7 @@ def test_version_5_is_upgraded_keeping_its_jobs(pg_url: str, admin: Admin, schem
         assert [c.n for c in store.worker_counts()] == [2]
         job = store.queue("q").claim("w")
         assert job is not None and job.id == jid
-    row = admin.execute(st.get_version, {}).fetchone()
+    row = admin.execute(Statements(schema).get_version, {}).fetchone()
     assert row is not None and int(row[0]) == SCHEMA_VERSION
 
 

@@ -5,8 +5,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fix_trace import Traced
 
-from alkstore_sqlite import SQLiteStore, _sql
+from alkstore_sqlite import SQLiteStore, _conn, _sql
 
 
 @pytest.fixture
@@ -48,3 +49,18 @@ def old_file(db_path: str) -> OldFile:
             conn.close()
 
     return make
+
+
+@pytest.fixture
+def traced(monkeypatch: pytest.MonkeyPatch) -> Traced:
+    """The statements of the stores the test opens (see :class:`Traced`)."""
+    found = Traced()
+    real_connect = _conn.connect
+
+    def tracing_connect(path: str, busy: float, sync: str) -> sqlite3.Connection:
+        conn = real_connect(path, busy, sync)
+        conn.set_trace_callback(found.add)
+        return conn
+
+    monkeypatch.setattr(_conn, "connect", tracing_connect)
+    return found

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fix_trace import Traced
 
 import alkstore
 from alkstore import InvalidArgument, TransientError
-from alkstore_sqlite import SQLiteStore, _conn
+from alkstore_sqlite import SQLiteStore
 from alkstore_sqlite._url import parse_url
 
 
@@ -139,23 +140,8 @@ def test_writer_past_busy_timeout_gets_transient_error(db_path: str) -> None:
     store.close()
 
 
-def test_idle_blocked_claim_reads_no_table(db_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_idle_blocked_claim_reads_no_table(db_path: str, traced: Traced) -> None:
     """Q-19/LESSONS: while nothing commits, a blocked claim runs no SELECT."""
-    statements: list[str] = []
-    lock = threading.Lock()
-    real_connect = _conn.connect
-
-    def tracing_connect(path: str, busy: float, sync: str) -> sqlite3.Connection:
-        conn = real_connect(path, busy, sync)
-
-        def trace(sql: str) -> None:
-            with lock:
-                statements.append(sql)
-
-        conn.set_trace_callback(trace)
-        return conn
-
-    monkeypatch.setattr(_conn, "connect", tracing_connect)
     store = SQLiteStore(db_path)
     q = store.queue("idle")
     done = threading.Event()
@@ -167,12 +153,11 @@ def test_idle_blocked_claim_reads_no_table(db_path: str, monkeypatch: pytest.Mon
     thread = threading.Thread(target=block)
     thread.start()
     time.sleep(0.4)  # past the first attempts and the watcher start
-    with lock:
-        statements.clear()
+    traced.clear()
     time.sleep(0.8)
-    with lock:
-        idle = [s for s in statements if "data_version" not in s]
-        polls = sum("data_version" in s for s in statements)
+    statements = traced.seen()
+    idle = [s for s in statements if "data_version" not in s]
+    polls = sum("data_version" in s for s in statements)
     thread.join()
     store.close()
     assert done.is_set()

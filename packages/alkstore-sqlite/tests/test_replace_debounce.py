@@ -6,12 +6,11 @@ joins it."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 
-import pytest
+from fix_trace import Traced
 
 from alkstore import Enqueued, EnqueueOpts
-from alkstore_sqlite import SQLiteStore, _conn
+from alkstore_sqlite import SQLiteStore
 
 
 def _count(db_path: str, sql: str) -> int:
@@ -40,35 +39,16 @@ def test_a_key_debounced_10000_times_writes_one_row(store: SQLiteStore, db_path:
     assert info is not None and info.payload == 9_999
 
 
-def test_a_debounce_of_a_pending_holder_is_one_statement(
-    db_path: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_debounce_of_a_pending_holder_is_one_statement(db_path: str, traced: Traced) -> None:
     """The enqueue that finds its key's pending holder runs one statement, the
     UPDATE, in autocommit: no BEGIN, no other read or write."""
-    statements: list[str] = []
-    lock = threading.Lock()
-    real_connect = _conn.connect
-
-    def tracing_connect(path: str, busy: float, sync: str) -> sqlite3.Connection:
-        conn = real_connect(path, busy, sync)
-
-        def trace(sql: str) -> None:
-            with lock:
-                statements.append(sql)
-
-        conn.set_trace_callback(trace)
-        return conn
-
-    monkeypatch.setattr(_conn, "connect", tracing_connect)
     with SQLiteStore(db_path) as store:
         q = store.queue("q")
         held = q.enqueue_unique("k", 1, debounce_s=60)
-        with lock:
-            statements.clear()
+        traced.clear()
         got = q.enqueue_unique("k", 2, debounce_s=60, on_conflict="replace")
         assert got == Enqueued(held.id, False)
-        with lock:
-            ran = [s for s in statements if "data_version" not in s]
+        ran = [s for s in traced.seen() if "data_version" not in s]
     assert len(ran) == 1 and ran[0].lstrip().startswith("UPDATE __alkstore_jobs"), ran
 
 
