@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from alkstore.protocols import Capability
+
+from .capabilities import require
 from .codec import decode_or_none
-from .jobs_base import JobData, check_progress_capability
+from .jobs_base import JobData
 from .native import resolve_sync
 from .prepare import check_error, check_progress
-from .results import ack_results, check_results_capability, check_workflows_capability
+from .results import ack_results
 from .rows import ClaimRow
 from .seam import Executor
 
@@ -42,14 +45,14 @@ class KitJob(JobData):
         results = ack_results((self,), given)
         if results is None:
             return self._landed((self._ex.ack(resolve_sync(tx, self._ex), (self._fence,)))[0])
-        check_results_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.RESULTS)
         landed = self._ex.ack(resolve_sync(tx, self._ex), (self._fence,), results)
         return self._landed(landed[0])
 
     def parent_results(self, tx: object | None = None) -> dict[int, Any]:
         """The kept results (RS-1) of the jobs this one was enqueued after,
         by id (WF-4); a parent without a kept result is absent."""
-        check_workflows_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.WORKFLOWS)
         got = self._ex.parent_results(resolve_sync(tx, self._ex), self.id)
         return {i: decode_or_none(text) for i, text in sorted(got.items())}
 
@@ -86,7 +89,7 @@ class KitJob(JobData):
         heartbeat; the deadline does not move. Kept across retries, reclaims,
         death and redrive: a later attempt reads it as ``checkpoint`` (Q-28).
         With *tx*, it lands with the caller's transaction (T-1)."""
-        check_progress_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.PROGRESS)
         text = check_progress(value)
         ok = self._ex.progress(resolve_sync(tx, self._ex), self._fence, text)
         return self._progressed(ok, text)

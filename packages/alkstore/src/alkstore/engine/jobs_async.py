@@ -14,12 +14,14 @@ from typing import Any
 
 from alkstore._acompat import aoffload
 from alkstore._sizes import surely_small
+from alkstore.protocols import Capability
 
+from .capabilities import require
 from .codec import decode_or_none
-from .jobs_base import JobData, check_progress_capability
+from .jobs_base import JobData
 from .native import resolve_async
 from .prepare import check_error, check_progress
-from .results import ack_results, check_results_capability, check_workflows_capability
+from .results import ack_results
 from .rows import ClaimRow
 from .seam_async import AsyncExecutor
 
@@ -56,14 +58,14 @@ class AsyncKitJob(JobData):
             return self._landed(
                 (await self._ex.ack(await resolve_async(tx, self._ex), (self._fence,)))[0]
             )
-        check_results_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.RESULTS)
         landed = await self._ex.ack(await resolve_async(tx, self._ex), (self._fence,), results)
         return self._landed(landed[0])
 
     async def parent_results(self, tx: object | None = None) -> dict[int, Any]:
         """The kept results (RS-1) of the jobs this one was enqueued after,
         by id (WF-4); a parent without a kept result is absent."""
-        check_workflows_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.WORKFLOWS)
         got = await self._ex.parent_results(await resolve_async(tx, self._ex), self.id)
         return {i: decode_or_none(text) for i, text in sorted(got.items())}
 
@@ -104,7 +106,7 @@ class AsyncKitJob(JobData):
         heartbeat; the deadline does not move. Kept across retries, reclaims,
         death and redrive: a later attempt reads it as ``checkpoint`` (Q-28).
         With *tx*, it lands with the caller's transaction (T-1)."""
-        check_progress_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.PROGRESS)
         if True:  # ASYNC
             if value is None or surely_small(value):
                 text = check_progress(value)

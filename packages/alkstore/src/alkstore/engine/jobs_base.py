@@ -12,8 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from alkstore.backoff import delay as backoff_delay
-from alkstore.errors import InvalidArgument, UnsupportedOperation
-from alkstore.protocols import Capability
+from alkstore.errors import InvalidArgument
 from alkstore.types import check_duration
 
 from .codec import UNDECODABLE, decode_or_none, let_the_loop_run, try_decode
@@ -22,7 +21,7 @@ from .infos import trace_context_of
 from .prepare import check_error
 from .rows import ClaimRow, Fence
 
-__all__ = ["JobData", "check_progress_capability", "decode_claims", "handle_of"]
+__all__ = ["JobData", "decode_claims", "handle_of"]
 
 
 class JobData(FaceMark):
@@ -133,13 +132,6 @@ class JobData(FaceMark):
     def _extend_arg(extend_s: object, default: float) -> float:
         extend = check_duration("extend_s", extend_s, allow_zero=False, allow_none=True)
         return default if extend is None else extend
-
-
-def check_progress_capability(capabilities: frozenset[Capability]) -> None:
-    """CF-1: an engine that does not declare ``progress`` stores no
-    checkpoints (Q-28)."""
-    if Capability.PROGRESS not in capabilities:
-        raise UnsupportedOperation("this engine stores no progress (capability 'progress')")
 
 
 def handle_of(job: object, async_face: bool) -> JobData:

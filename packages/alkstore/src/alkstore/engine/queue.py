@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from alkstore._acompat import sleep
 from alkstore._tracecontext import trace_context_text
 from alkstore.errors import QueueFull, StoreClosed, TransientError
-from alkstore.protocols import Job, RateLimit
+from alkstore.protocols import Capability, Job, RateLimit
 from alkstore.types import (
     Enqueued,
     EnqueueOpts,
@@ -28,12 +28,12 @@ from alkstore.types import (
     SweepResult,
 )
 
+from .capabilities import require
 from .codec import UNDECODABLE_ERROR
 from .infos import job_info, job_result
 from .jobs import KitJob
 from .jobs_base import decode_claims
 from .native import resolve_sync
-from .operate import check_pause_capability, check_run_now_capability
 from .prepare import check_ids, check_job_id, check_unique_key, prepare_job, with_conflict
 from .queue_base import (
     FULL_FIRST_PAUSE_S,
@@ -52,8 +52,6 @@ from .results import (
     RESULT_FALLBACK_S,
     ack_results,
     check_result_wait,
-    check_results_capability,
-    check_workflows_capability,
     result_wake_key,
 )
 from .rows import ClaimRow, Fence, NewJob, RateSpec
@@ -152,7 +150,7 @@ class KitQueue(QueueBase):
 
     def _insert(self, tx: object | None, jobs: list[NewJob], wait_s: float = 0) -> list[Any]:
         if jobs[0].after:
-            check_workflows_capability(self._ex.capabilities)
+            require(self._ex.capabilities, Capability.WORKFLOWS)
         tx = resolve_sync(tx, self._ex)
         max_depth = self._opts.max_depth
         if max_depth is None:
@@ -280,7 +278,7 @@ class KitQueue(QueueBase):
         if encoded is None:
             landed = self._ex.ack(None, fences)
         else:
-            check_results_capability(self._ex.capabilities)
+            require(self._ex.capabilities, Capability.RESULTS)
             landed = self._ex.ack(None, fences, encoded)
         return sum(h._landed(ok) for h, ok in zip(handles, landed, strict=True))
 
@@ -304,7 +302,7 @@ class KitQueue(QueueBase):
         jid = check_job_id(job_id)
         wait = check_result_wait(wait_s, tx)
         ex = self._ex
-        check_results_capability(ex.capabilities)
+        require(ex.capabilities, Capability.RESULTS)
         resolved = resolve_sync(tx, ex)
 
         def attempt(idle: bool) -> JobResult | None:
@@ -373,20 +371,20 @@ class KitQueue(QueueBase):
         """Pause this queue for the whole fleet (Q-27); joins *tx* (T-1).
         ``True`` when it was not paused before."""
         self._check_open()
-        check_pause_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.PAUSE)
         return self._ex.set_paused(resolve_sync(tx, self._ex), self._name, True)
 
     def resume(self, tx: object | None = None) -> bool:
         """Resume a paused queue, waking its blocked claims at the commit
         (Q-27); joins *tx* (T-1). ``True`` when it was paused."""
         self._check_open()
-        check_pause_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.PAUSE)
         return self._ex.set_paused(resolve_sync(tx, self._ex), self._name, False)
 
     def is_paused(self) -> bool:
         """Whether this queue is paused (Q-27); a pure read."""
         self._check_open()
-        check_pause_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.PAUSE)
         return self._ex.is_paused(self._name)
 
     def run_now(self, job_id: int, tx: object | None = None) -> bool:
@@ -395,5 +393,5 @@ class KitQueue(QueueBase):
         for a processing, waiting, dead or unknown job; joins *tx* (T-1)."""
         self._check_open()
         jid = check_job_id(job_id)
-        check_run_now_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.RUN_NOW)
         return self._ex.run_now(resolve_sync(tx, self._ex), self._name, jid)

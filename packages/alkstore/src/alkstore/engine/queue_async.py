@@ -20,7 +20,7 @@ from alkstore._acompat import aoffload, asleep
 from alkstore._sizes import BIG_PAYLOAD_BYTES, surely_small
 from alkstore._tracecontext import trace_context_text
 from alkstore.errors import QueueFull, StoreClosed, TransientError
-from alkstore.protocols import AsyncJob, AsyncRateLimit
+from alkstore.protocols import AsyncJob, AsyncRateLimit, Capability
 from alkstore.types import (
     Enqueued,
     EnqueueOpts,
@@ -32,12 +32,12 @@ from alkstore.types import (
     SweepResult,
 )
 
+from .capabilities import require
 from .codec import UNDECODABLE_ERROR
 from .infos import job_info, job_infos, job_result
 from .jobs_async import AsyncKitJob
 from .jobs_base import decode_claims
 from .native import resolve_async
-from .operate import check_pause_capability, check_run_now_capability
 from .prepare import check_ids, check_job_id, check_unique_key, prepare_job, with_conflict
 from .queue_base import (
     FULL_FIRST_PAUSE_S,
@@ -56,8 +56,6 @@ from .results import (
     RESULT_FALLBACK_S,
     ack_results,
     check_result_wait,
-    check_results_capability,
-    check_workflows_capability,
     result_wake_key,
 )
 from .rows import ClaimRow, Fence, NewJob, RateSpec
@@ -209,7 +207,7 @@ class AsyncKitQueue(QueueBase):
 
     async def _insert(self, tx: object | None, jobs: list[NewJob], wait_s: float = 0) -> list[Any]:
         if jobs[0].after:
-            check_workflows_capability(self._ex.capabilities)
+            require(self._ex.capabilities, Capability.WORKFLOWS)
         tx = await resolve_async(tx, self._ex)
         max_depth = self._opts.max_depth
         if max_depth is None:
@@ -347,7 +345,7 @@ class AsyncKitQueue(QueueBase):
         if encoded is None:
             landed = await self._ex.ack(None, fences)
         else:
-            check_results_capability(self._ex.capabilities)
+            require(self._ex.capabilities, Capability.RESULTS)
             landed = await self._ex.ack(None, fences, encoded)
         return sum(h._landed(ok) for h, ok in zip(handles, landed, strict=True))
 
@@ -375,7 +373,7 @@ class AsyncKitQueue(QueueBase):
         jid = check_job_id(job_id)
         wait = check_result_wait(wait_s, tx)
         ex = self._ex
-        check_results_capability(ex.capabilities)
+        require(ex.capabilities, Capability.RESULTS)
         resolved = await resolve_async(tx, ex)
 
         async def attempt(idle: bool) -> JobResult | None:
@@ -449,20 +447,20 @@ class AsyncKitQueue(QueueBase):
         """Pause this queue for the whole fleet (Q-27); joins *tx* (T-1).
         ``True`` when it was not paused before."""
         self._check_open()
-        check_pause_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.PAUSE)
         return await self._ex.set_paused(await resolve_async(tx, self._ex), self._name, True)
 
     async def resume(self, tx: object | None = None) -> bool:
         """Resume a paused queue, waking its blocked claims at the commit
         (Q-27); joins *tx* (T-1). ``True`` when it was paused."""
         self._check_open()
-        check_pause_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.PAUSE)
         return await self._ex.set_paused(await resolve_async(tx, self._ex), self._name, False)
 
     async def is_paused(self) -> bool:
         """Whether this queue is paused (Q-27); a pure read."""
         self._check_open()
-        check_pause_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.PAUSE)
         return await self._ex.is_paused(self._name)
 
     async def run_now(self, job_id: int, tx: object | None = None) -> bool:
@@ -471,5 +469,5 @@ class AsyncKitQueue(QueueBase):
         for a processing, waiting, dead or unknown job; joins *tx* (T-1)."""
         self._check_open()
         jid = check_job_id(job_id)
-        check_run_now_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.RUN_NOW)
         return await self._ex.run_now(await resolve_async(tx, self._ex), self._name, jid)

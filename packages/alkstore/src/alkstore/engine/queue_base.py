@@ -10,9 +10,10 @@ from typing import Any
 
 from alkstore._protocols_base import Capability
 from alkstore._tracecontext import trace_context_text
-from alkstore.errors import InvalidArgument, UnsupportedOperation
+from alkstore.errors import InvalidArgument
 from alkstore.types import EnqueueOpts, JobState, QueueOpts, check_duration, check_int
 
+from .capabilities import require
 from .codec import let_the_loop_run
 from .faces import FaceMark, check_face
 from .jobs_base import JobData, handle_of
@@ -106,10 +107,8 @@ def check_conflict_args(
     and refused with ``UnsupportedOperation`` by an engine that does not
     declare ``replace_debounce`` (CF-1)."""
     replace, debounce, wait = check_conflict(on_conflict, debounce_s, max_wait_s, opts)
-    if (replace or debounce is not None) and Capability.REPLACE_DEBOUNCE not in capabilities:
-        raise UnsupportedOperation(
-            "this engine cannot replace or debounce a unique job (capability 'replace_debounce')"
-        )
+    if replace or debounce is not None:
+        require(capabilities, Capability.REPLACE_DEBOUNCE)
     return replace, debounce, wait
 
 

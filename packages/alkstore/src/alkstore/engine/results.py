@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from alkstore.errors import InvalidArgument, UnsupportedOperation
-from alkstore.protocols import Capability
+from alkstore.errors import InvalidArgument
 
 from .jobs_base import JobData
 from .prepare import check_results, check_wait
@@ -22,8 +21,6 @@ __all__ = [
     "RESULT_WAKE_PREFIX",
     "ack_results",
     "check_result_wait",
-    "check_results_capability",
-    "check_workflows_capability",
     "result_wake_key",
 ]
 
@@ -68,21 +65,6 @@ def ack_results(
     if all(h.result_ttl_s is None for h in handles):
         return None
     return encoded
-
-
-def check_results_capability(capabilities: frozenset[Capability]) -> None:
-    """CF-1: an engine that does not declare ``results`` keeps none."""
-    if Capability.RESULTS not in capabilities:
-        raise UnsupportedOperation("this engine does not keep results (capability 'results')")
-
-
-def check_workflows_capability(capabilities: frozenset[Capability]) -> None:
-    """CF-1: an engine that does not declare ``workflows`` cannot hold a job
-    back for others (WF-1)."""
-    if Capability.WORKFLOWS not in capabilities:
-        raise UnsupportedOperation(
-            "this engine cannot make jobs wait for others (capability 'workflows')"
-        )
 
 
 def check_result_wait(wait_s: object, tx: object | None) -> float:

@@ -19,7 +19,7 @@ from alkstore._acompat import AEvent, aoffload
 from alkstore._sizes import surely_small
 from alkstore.errors import InvalidArgument
 from alkstore.names import MAX_NOTIFICATION_BYTES, encode_payload, validate_name
-from alkstore.protocols import AsyncJob, AsyncRateLimit, AsyncTx
+from alkstore.protocols import AsyncJob, AsyncRateLimit, AsyncTx, Capability
 from alkstore.types import (
     EnqueueOpts,
     LockInfo,
@@ -32,6 +32,7 @@ from alkstore.types import (
 )
 
 from . import txowner
+from .capabilities import require
 from .infos import schedule_of
 from .listener_async import AsyncQueueListener
 from .locks_async import AsyncKitLock, AsyncKitRateLimit
@@ -41,7 +42,7 @@ from .outbox_base import OUTBOX_OPTS, outbox_queue_name
 from .prepare import check_channels, check_lock_args, check_queue_opts, check_rate_args
 from .queue_async import AsyncKitQueue, claim_async
 from .queue_base import rate_spec
-from .results import ack_results, check_results_capability
+from .results import ack_results
 from .rows import Fire
 from .runners_async import run_leader_async
 from .schedules import (
@@ -59,7 +60,6 @@ from .workers import (
     WORKERS_FORGOTTEN_S,
     check_since,
     check_worker_report,
-    check_workers_capability,
 )
 
 __all__ = ["AsyncKitStore"]
@@ -157,7 +157,7 @@ class AsyncKitStore(StoreBase):
         if encoded is None:
             landed = await self._ex.ack(native, fences)
         else:
-            check_results_capability(self._ex.capabilities)
+            require(self._ex.capabilities, Capability.RESULTS)
             landed = await self._ex.ack(native, fences, encoded)
         for i, ok in zip(mine, landed, strict=True):
             out[i] = handles[i]._landed(ok)
@@ -198,14 +198,14 @@ class AsyncKitStore(StoreBase):
     async def workers(self) -> list[WorkerInfo]:
         """The registered workers seen within the last hour, by id (O-5)."""
         self._check_open()
-        check_workers_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.WORKERS)
         return await self._ex.list_workers(WORKERS_FORGOTTEN_S)
 
     async def worker_counts(self, since: datetime | None = None) -> list[WorkerCount]:
         """The per-minute counts of finished jobs from *since*'s minute on (by
         default the last hour), by minute, worker, queue, outcome (O-5)."""
         self._check_open()
-        check_workers_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.WORKERS)
         return await self._ex.worker_counts(check_since(since))
 
     async def report_worker(
@@ -220,7 +220,7 @@ class AsyncKitStore(StoreBase):
         """A worker's refresh in one statement: its row, its counts, and the
         deletion of stale rows (O-5); *gone* deletes its row (a clean stop)."""
         self._check_open()
-        check_workers_capability(self._ex.capabilities)
+        require(self._ex.capabilities, Capability.WORKERS)
         if not isinstance(gone, bool):
             raise InvalidArgument(f"gone must be a bool, not {type(gone).__name__}")
         row, merged, forget, keep = check_worker_report(info, counts, forget_after_s, keep_counts_s)

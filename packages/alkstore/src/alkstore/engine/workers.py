@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
-from alkstore.errors import InvalidArgument, UnsupportedOperation
+from alkstore.errors import InvalidArgument
 from alkstore.names import check_worker_id, validate_name
-from alkstore.protocols import Capability
 from alkstore.types import WorkerCount, WorkerInfo, check_aware, check_duration, check_int
 
 __all__ = [
@@ -23,7 +22,6 @@ __all__ = [
     "WORKERS_FORGOTTEN_S",
     "check_since",
     "check_worker_report",
-    "check_workers_capability",
     "minute_of",
 ]
 
@@ -39,12 +37,6 @@ DEFAULT_COUNTS_WINDOW_S = 3600.0
 _MAX_TEXT = 255
 _MAX_QUEUES = 1000
 _MAX_COUNT = 2**62
-
-
-def check_workers_capability(capabilities: frozenset[Capability]) -> None:
-    """CF-1: an engine that does not declare ``workers`` keeps no registry."""
-    if Capability.WORKERS not in capabilities:
-        raise UnsupportedOperation("this engine keeps no workers' registry (capability 'workers')")
 
 
 def minute_of(value: datetime) -> datetime:
