@@ -372,6 +372,26 @@ def test_cancel_deletes_once(capsys: pytest.CaptureFixture[str], url: str, store
 
 
 @pytest.mark.clause("Q-27")
+def test_run_now_makes_a_scheduled_job_ready(
+    capsys: pytest.CaptureFixture[str], url: str, store: Store
+) -> None:
+    """Q-27 in the CLI: run-now --queue Q ID makes a scheduled job claimable at once;
+    a job that is not pending (here: claimed) changes nothing and exits 1."""
+    q = store.queue("emails")
+    later = q.enqueue(1, EnqueueOpts(delay_s=3600))
+    assert q.claim("w") is None
+    code, out, err = run(capsys, "--url", url, "run-now", "--queue", "emails", str(later))
+    assert (code, err) == (0, "") and f"job {later} of queue emails is ready now" in out
+    job = q.claim("w")
+    assert job is not None and job.id == later
+    code, out, _ = run(capsys, "--url", url, "--json", "run-now", "emails", str(later))
+    assert code == 1
+    assert json.loads(out) == {"queue": "emails", "id": later, "ready": False}
+    code, _, err = run(capsys, "--url", url, "run-now", "--queue", "emails", "999")
+    assert code == 1 and "is not pending" in err
+
+
+@pytest.mark.clause("Q-27")
 def test_pause_and_resume_a_queue(
     capsys: pytest.CaptureFixture[str], url: str, store: Store
 ) -> None:
@@ -601,6 +621,7 @@ EXISTING_STORE_COMMANDS: dict[str, list[str]] = {
     "cancel": ["cancel", "--queue", "q", "1"],
     "pause": ["pause", "--queue", "q"],
     "resume": ["resume", "--queue", "q"],
+    "run-now": ["run-now", "--queue", "q", "1"],
     "sweep": ["sweep", "--all"],
     "redrive": ["redrive", "emails", "--all", "--yes"],
     "purge": ["purge", "--queue", "q", "--all", "--yes"],

@@ -653,6 +653,23 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _pause_command(args, False)
 
 
+def cmd_run_now(args: argparse.Namespace) -> int:
+    """Q-27: a pending job, scheduled for later, is ready now. False (exit 1)
+    for a job that is not pending: processing, waiting, dead or unknown."""
+    with _store(args) as store:
+        moved = _queue(store, args.queue).run_now(args.id)
+    if args.json:
+        _print_json({"queue": args.queue, "id": args.id, "ready": moved})
+    elif moved:
+        print(f"job {args.id} of queue {args.queue} is ready now")
+    else:
+        print(
+            f"alkstore: job {args.id} of queue {args.queue!r} is not pending; nothing changed",
+            file=sys.stderr,
+        )
+    return EXIT_OK if moved else EXIT_FAILURE
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     if args.all == (args.queue is not None):
         raise UsageError("sweep needs --queue QUEUE or --all, not both")
@@ -1122,6 +1139,10 @@ def _build_parser() -> _Parser:
     _queue_option(p)
     p = add("resume", cmd_resume, "resume a paused queue, waking its waiting workers", both)
     _queue_option(p)
+
+    p = add("run-now", cmd_run_now, "make a pending job ready now, whatever its run_at", both)
+    _queue_option(p)
+    p.add_argument("id", metavar="ID", type=int)
 
     p = add("sweep", cmd_sweep, "dead-letter expired jobs and purge old dead letters", both)
     _queue_option(p, needed=False)
