@@ -1039,9 +1039,23 @@ def test_worker_command_runs_the_handler_until_sigterm(
         tmp_path,
         *("--url", url, "worker", "handlers:handle", "--queue", "mail"),
         *("--concurrency", "2", "--log-level", "debug"),
+        *("--worker-id", "cli-worker", "--register-every", "0.2"),
     )
     try:
         eventually(lambda: q.stats().live == 0)
+        # O-5: registered under its id, its finished count refreshed at --register-every.
+        registered = [(w.id, w.queues, w.concurrency) for w in store.workers()]
+        assert registered == [("cli-worker", ("mail",), 2)]
+        eventually(
+            lambda: (
+                sum(
+                    c.n
+                    for c in store.worker_counts()
+                    if (c.worker_id, c.outcome) == ("cli-worker", "acked")
+                )
+                == 2
+            )
+        )
         later = q.enqueue({"n": 3})  # an idle worker picks up new work
         eventually(lambda: (tmp_path / f"done-{later}").exists())
     finally:
@@ -1106,10 +1120,11 @@ def test_worker_command_serves_queues_in_order_paced_and_with_a_timeout(
     proc = _start(
         tmp_path,
         *("--url", url, "worker", "ordered:handle", "--queue", "first", "--queue", "second"),
-        *("--concurrency", "1", "--rate", "10/1s", "--timeout", "0.5"),
+        *("--concurrency", "1", "--rate", "10/1s", "--timeout", "0.5", "--no-register"),
     )
     try:
         eventually(lambda: second.stats().dead == 1)
+        assert store.workers() == []  # --no-register: never in the registry
     finally:
         err = _stop(proc)
     assert proc.returncode == 0, err

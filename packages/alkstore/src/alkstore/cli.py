@@ -962,6 +962,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             grace_s=args.grace,
             timeout_s=args.timeout,
             rate_limit=limiter,
+            register_every_s=None if args.no_register else args.register_every,
         )
         paced = "" if limiter is None else f", at most {args.rate} (limiter {limiter.name!r})"
         print(
@@ -1221,6 +1222,18 @@ def _build_parser() -> _Parser:
         "--metrics-port",
         metavar="[HOST:]PORT",
         help="serve the worker's Prometheus metrics at /metrics (HOST: 127.0.0.1)",
+    )
+    p.add_argument(
+        "--register-every",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="refresh the worker's row in the workers' registry every S seconds (default: 10)",
+    )
+    p.add_argument(
+        "--no-register",
+        action="store_true",
+        help="keep the worker out of the registry (alkstore workers, the dashboard)",
     )
 
     p = add(
