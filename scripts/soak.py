@@ -70,7 +70,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -183,6 +183,7 @@ class PostgresProbe(Probe):
 
     def __init__(self, url: str) -> None:
         import psycopg
+
         from alkstore_postgres._options import DEFAULT_SCHEMA
         from alkstore_postgres._url import parse_url
 
@@ -325,6 +326,7 @@ class Holder:
     def hold(self) -> None:
         if self.engine == "postgresql":
             import psycopg
+
             from alkstore_postgres._url import parse_url
 
             self.conn = psycopg.connect(parse_url(self.url).conninfo)
@@ -636,11 +638,11 @@ def fmt_size(n: int) -> str:
 def describe(s: dict[str, Any]) -> str:
     total = sum(s["sizes"].values())
     dead = s.get("dead_tuples")
-    extra = (
-        f"dead tuples {sum(dead.values()):,}"
-        if dead is not None
-        else f"freelist {s.get('freelist_pages', 0):,} pages, wal {fmt_size(s['sizes']['wal file'])}"
-    )
+    if dead is not None:
+        extra = f"dead tuples {sum(dead.values()):,}"
+    else:
+        wal = fmt_size(s["sizes"]["wal file"])
+        extra = f"freelist {s.get('freelist_pages', 0):,} pages, wal {wal}"
     return (
         f"t={s['t_s'] / 60:5.1f} min  sizes {fmt_size(total)}  {extra}  "
         f"claim p50 {s['claim_p50_ms']} ms p99 {s['claim_p99_ms']} ms  "
@@ -764,13 +766,14 @@ def main(argv: list[str] | None = None) -> int:
             summary["hold"] = h
             passed = passed and bool(h.get("pass"))
             rec = h.get("recovered_after_s")
+            back = f"after {rec:.0f} s" if rec is not None else "never"
+            during = h.get("during_ratio", float("nan"))
             line = (
                 f"soak: {'PASS' if passed else 'FAIL'} held {args.hold_xmin_minutes:g} min from "
                 f"minute {args.hold_at_minute:g}: claim p50 before {h.get('before_p50_ms')} ms, "
-                f"during {h.get('during_p50_ms')} ms (worst {h.get('during_ratio', float('nan')):.2f}x"
-                f", limit {HOLD_LIMIT:g}x), after {h.get('after_p50_ms')} ms, back within 1.2x "
-                f"{'after %.0f s' % rec if rec is not None else 'never'}; sizes (not judged) worst "
-                f"{worst:.2f}x ({which}); {head}"
+                f"during {h.get('during_p50_ms')} ms (worst {during:.2f}x, limit "
+                f"{HOLD_LIMIT:g}x), after {h.get('after_p50_ms')} ms, back within 1.2x {back}; "
+                f"sizes (not judged) worst {worst:.2f}x ({which}); {head}"
             )
         else:
             passed = passed and flat
