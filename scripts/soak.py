@@ -226,8 +226,11 @@ class PostgresProbe(Probe):
 
     def extra(self) -> dict[str, Any]:
         rows = self._rows()
+        # The sessions of this database hold back its vacuum horizon (those of
+        # other databases do not, since PostgreSQL 14; slots hold it back too).
         oldest = self.conn.execute(
-            "SELECT max(age(backend_xmin)) FROM pg_stat_activity WHERE backend_xmin IS NOT NULL"
+            "SELECT max(age(backend_xmin)) FROM pg_stat_activity"
+            " WHERE backend_xmin IS NOT NULL AND datname = current_database()"
         ).fetchone()
         return {
             "dead_tuples": {r[0]: int(r[3]) for r in rows},
