@@ -695,6 +695,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--capacity-s", type=float, default=30.0)
     p.add_argument("--load", type=float, default=0.7, help="fraction of capacity offered")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="offer this many jobs/s instead (no capacity phase)",
+    )
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--result-ttl-s", type=float, default=600.0)
     p.add_argument("--dead-retention-s", type=float, default=600.0)
@@ -727,11 +733,15 @@ def main(argv: list[str] | None = None) -> int:
     holder = Holder(args.url, probe.engine)
     try:
         load.start()
-        capacity = measure_capacity(load, args.capacity_s)
-        summary["capacity_per_s"] = round(capacity, 1)
-        load.set_rate(0.0001)  # stop producing while the backlog drains
-        drain(load, 120)
-        rate = capacity * args.load
+        if args.rate is None:
+            capacity = measure_capacity(load, args.capacity_s)
+            load.set_rate(0.0001)  # stop producing while the backlog drains
+            drain(load, 120)
+            rate = capacity * args.load
+        else:  # a fixed offered load: no capacity phase
+            rate = args.rate
+            capacity = rate / args.load
+        summary["capacity_per_s"] = round(capacity, 1) if args.rate is None else None
         summary["offered_per_s"] = round(rate, 1)
         log(f"{probe.engine}: capacity {capacity:,.0f} jobs/s; offering {rate:,.0f} jobs/s")
         load.times.take()
@@ -819,15 +829,22 @@ def main(argv: list[str] | None = None) -> int:
                 f"{sw:.2f}x ({swhich})"
             )
         mib = 1024 * 1024
+        first, final = samples[base_i], samples[-1]
+        done_per_s = sum(final["counts"][k] - first["counts"][k] for k in ("completed", "failed"))
+        done_per_s /= max(final["t_s"] - first["t_s"], 1e-9)
+        summary["finished_per_s_after_warmup"] = round(done_per_s, 1)
         tail = (
+            f"; depth {samples[base_i]['depth']:,}->{samples[-1]['depth']:,} "
+            f"(finished {done_per_s:,.0f}/s of {rate:,.0f} offered after the warm-up)"
             f"; rss {samples[0]['rss_bytes'] / mib:.0f}->{samples[-1]['rss_bytes'] / mib:.0f} "
             f"MiB, connections <= {summary['connections_max']}"
         )
         flat = worst <= args.limit
         summary["flat"] = flat
         done = samples[-1]["counts"]
+        cap = f"capacity {capacity:,.0f}/s" if args.rate is None else "fixed rate"
         head = (
-            f"{probe.engine}, {args.minutes:g} min, capacity {capacity:,.0f}/s, offered "
+            f"{probe.engine}, {args.minutes:g} min, {cap}, offered "
             f"{rate:,.0f}/s, {done['completed']:,} done, {done['failed']:,} dead"
         )
         if args.hold_at_minute is not None:
