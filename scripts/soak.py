@@ -229,16 +229,22 @@ class PostgresProbe(Probe):
 
     def extra(self) -> dict[str, Any]:
         rows = self._rows()
-        # The sessions of this database hold back its vacuum horizon (those of
-        # other databases do not, since PostgreSQL 14; slots hold it back too).
-        oldest = self.conn.execute(
-            "SELECT max(age(backend_xmin)) FROM pg_stat_activity"
-            " WHERE backend_xmin IS NOT NULL AND datname = current_database()"
-        ).fetchone()
+        # The snapshots of this database's sessions hold back its vacuum
+        # horizon; a long transaction with a txid in ANY database of the
+        # server ages them all (snapshots see every database's txids), so
+        # both are sampled: this database's oldest, and the server's.
+        here, server = self.conn.execute(
+            """
+            SELECT max(age(backend_xmin)) FILTER (WHERE datname = current_database()),
+                   greatest(max(age(backend_xmin)), max(age(backend_xid)))
+              FROM pg_stat_activity
+            """
+        ).fetchone() or (None, None)
         return {
             "dead_tuples": {r[0]: int(r[3]) for r in rows},
             "live_tuples": {r[0]: int(r[4]) for r in rows},
-            "oldest_xmin_age": None if oldest is None else oldest[0],
+            "oldest_xmin_age": here,
+            "oldest_xid_age_server": server,
         }
 
     def connections(self) -> int:
@@ -669,7 +675,8 @@ def describe(s: dict[str, Any]) -> str:
     dead = s.get("dead_tuples")
     if dead is not None:
         where = (
-            f"tables+indexes {fmt_size(sum(sizes.values()))}  dead tuples {sum(dead.values()):,}"
+            f"tables+indexes {fmt_size(sum(sizes.values()))}  dead tuples {sum(dead.values()):,}  "
+            f"xmin age {s.get('oldest_xmin_age')} (server {s.get('oldest_xid_age_server')})"
         )
     else:
         where = (
