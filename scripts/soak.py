@@ -200,6 +200,29 @@ class PostgresProbe(Probe):
         self.schema = str(parsed.options.get("schema", DEFAULT_SCHEMA))
         self.conninfo = parsed.conninfo
         self.conn = psycopg.connect(self.conninfo, autocommit=True)
+        row = self.conn.execute("SHOW autovacuum").fetchone()
+        self.autovacuum = bool(row and row[0] == "on")
+
+    def vacuum_loop(self, every_s: float, stop: threading.Event) -> None:
+        """``--vacuum-every-s``: a plain ``VACUUM`` of every table of the
+        schema, on a connection of its own, for a server whose autovacuum is
+        off (a stand-in for it, not the production path)."""
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            while not stop.wait(every_s):
+                tables = conn.execute(
+                    "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " WHERE n.nspname = %s AND c.relkind = 'r'",
+                    (self.schema,),
+                ).fetchall()
+                for (name,) in tables:
+                    conn.execute(
+                        sql.SQL("VACUUM {}.{}").format(
+                            sql.Identifier(self.schema), sql.Identifier(name)
+                        )
+                    )
 
     def _rows(self) -> list[tuple[Any, ...]]:
         return self.conn.execute(
@@ -718,6 +741,13 @@ def main(argv: list[str] | None = None) -> int:
         default=8192,
         help="SQLite: a held read transaction is released early once the WAL passes this",
     )
+    p.add_argument(
+        "--vacuum-every-s",
+        type=float,
+        default=None,
+        help="PostgreSQL: VACUUM the store's tables this often (for a server whose autovacuum "
+        "is off; not the production path)",
+    )
     p.add_argument("--size-floor-kib", type=float, default=SIZE_FLOOR_KIB)
     p.add_argument("--sweep-every-s", type=int, default=60, help="the maintenance schedule")
     args = p.parse_args(argv)
@@ -738,6 +768,24 @@ def main(argv: list[str] | None = None) -> int:
     samples: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"engine": probe.engine, "args": vars(args)}
     holder = Holder(args.url, probe.engine)
+    if isinstance(probe, PostgresProbe):
+        summary["autovacuum"] = probe.autovacuum
+        summary["vacuum_every_s"] = args.vacuum_every_s
+        if not probe.autovacuum:
+            log(
+                "WARNING: autovacuum is off on this server: dead rows are never removed"
+                + ("" if args.vacuum_every_s else " (see --vacuum-every-s)")
+            )
+        if args.vacuum_every_s:
+            vac = threading.Thread(
+                target=load._guard(
+                    "vacuum", lambda: probe.vacuum_loop(args.vacuum_every_s, load.stop)
+                ),
+                name="vacuum",
+                daemon=True,
+            )
+            vac.start()
+            load.threads.append(vac)
     try:
         load.start()
         if args.rate is None:
@@ -850,6 +898,12 @@ def main(argv: list[str] | None = None) -> int:
         summary["flat"] = flat
         done = samples[-1]["counts"]
         cap = f"capacity {capacity:,.0f}/s" if args.rate is None else "fixed rate"
+        if summary.get("autovacuum") is False:
+            cap += (
+                f", autovacuum OFF, VACUUM every {args.vacuum_every_s:g} s by the soak"
+                if args.vacuum_every_s
+                else ", autovacuum OFF"
+            )
         head = (
             f"{probe.engine}, {args.minutes:g} min, {cap}, offered "
             f"{rate:,.0f}/s, {done['completed']:,} done, {done['failed']:,} dead"
