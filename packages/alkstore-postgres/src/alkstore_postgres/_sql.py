@@ -661,7 +661,8 @@ MIGRATIONS: dict[int, list[str]] = {
             PRIMARY KEY (queue, kind)
         )""",
         # The one-off conversion: result partitions renamed to the
-        # <table>_p<from>_<to> form (epoch seconds); the v6 dead table becomes
+        # <table>_p<from>_<to> form (epoch seconds); an empty v6 dead table is
+        # replaced; one holding rows becomes
         # the first partition of a table partitioned by died_at (ATTACH: its
         # rows are read once to check the bound, never copied), covering
         # everything up to the end of the current width; its grants go to
@@ -686,6 +687,30 @@ MIGRATIONS: dict[int, list[str]] = {
                 EXECUTE format('ALTER TABLE %%I.%%I RENAME TO %%I', sch, part.relname,
                     'results_p' || part.hour * 3600 || '_' || (part.hour + 1) * 3600);
             END LOOP;
+            IF NOT EXISTS (SELECT 1 FROM {schema}.dead) THEN
+                -- Nothing to keep (a fresh schema): a new table, with a
+                -- partition for the current width (nothing can be in its
+                -- default partition yet).
+                EXECUTE format('ALTER TABLE %%I.dead RENAME TO dead_v6', sch);
+                EXECUTE format(
+                    'CREATE TABLE %%I.dead (LIKE %%I.dead_v6 INCLUDING DEFAULTS '
+                    'INCLUDING CONSTRAINTS) PARTITION BY RANGE (died_at)', sch, sch);
+                EXECUTE format(
+                    'CREATE TABLE %%I.%%I PARTITION OF %%I.dead FOR VALUES FROM (%%L) TO (%%L)',
+                    sch, 'dead_p' || (edge - w) || '_' || edge, sch, to_timestamp(edge - w),
+                    to_timestamp(edge));
+                FOR g IN
+                    SELECT a.grantee, a.privilege_type FROM pg_catalog.pg_class c,
+                        aclexplode(c.relacl) a
+                    WHERE c.oid = old_oid AND a.grantee <> c.relowner
+                LOOP
+                    EXECUTE format('GRANT %%s ON %%I.dead TO %%s', g.privilege_type, sch,
+                        CASE WHEN g.grantee = 0 THEN 'PUBLIC'
+                             ELSE quote_ident(pg_get_userbyid(g.grantee)) END);
+                END LOOP;
+                EXECUTE format('DROP TABLE %%I.dead_v6', sch);
+                RETURN;
+            END IF;
             EXECUTE format('DROP TRIGGER dead_cascade ON %%I.dead', sch);
             EXECUTE format('ALTER TABLE %%I.dead DROP CONSTRAINT dead_pkey', sch);
             EXECUTE format('ALTER TABLE %%I.dead RENAME TO %%I', sch, legacy);
