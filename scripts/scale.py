@@ -1,15 +1,17 @@
 """Tens of millions of rows on PostgreSQL (issue 23; docs/adr/0026).
 
     python scripts/scale.py --url postgresql://user@host/scratch_db \
-        [--dead 10000000] [--results 1000000] [--hours 26] [--rounds 7]
+        [--dead 10000000] [--results 1000000] [--hours 26] [--rounds 7] \
+        [--width 3600] [--keep-s 7200] [--upgrade-rows N]
 
 Makes two scratch schemas in the database of *--url* (never use a database
 holding anything you keep: both schemas are dropped at the end): ``empty``
 holds only a small live queue; ``full`` holds the same queue and, inserted
 server-side with ``INSERT ... SELECT generate_series`` straight into the
 engine's tables, ``--dead`` dead letters and ``--results`` kept results
-spread evenly over the last ``--hours`` hours (one queue, ``bulk``), in the
-hour partitions the sweep would have made, then ``VACUUM ANALYZE``d (as
+spread evenly over the last ``--hours`` hours (one queue, ``bulk``), in
+partitions of ``--width`` seconds (both schemas are made with that
+``partition_width_s``) as the sweep would have made them, then ``VACUUM ANALYZE``d (as
 autovacuum would have over that day). Then it measures, interleaved round by
 round on both schemas (C-8's method: a ratio to an empty store in one run):
 
@@ -17,10 +19,12 @@ round on both schemas (C-8's method: a ratio to an empty store in one run):
 - ``get_job`` of a dead id, and ``purge_dead(job_ids=[id])`` of an absent
   one (by id: one probe of each partition's id index);
 
-and once, on ``full``: ``purge_dead(older_than_s=...)`` of every dead letter
-older than two hours, and a sweep's result expiry of every result past its
-time (the rows older than two hours are stamped so), each reported as
-seconds per million rows removed (target: at most 1 s per million).
+and once, on ``full``: ``purge_dead(older_than_s=KEEP)`` of every dead
+letter older than ``--keep-s`` seconds, and a sweep's result expiry of every
+result past its time (results are kept ``--keep-s``), each reported as
+seconds per million rows removed (target: at most 1 s per million). With
+``--upgrade-rows N``, also the time of upgrading a version-6 schema holding
+N dead letters to version 7 (the dead table attached as a partition).
 
 The last line begins ``scale:``; the exit status is 0 when the claim ratio
 is within 1.5x and both expiries take at most 1 s per million rows.
@@ -43,6 +47,7 @@ from psycopg import sql
 
 from alkstore import QueueOpts
 from alkstore_postgres import PostgresStore
+from alkstore_postgres import _sql as pg_sql
 
 HOUR = 3600
 LIVE = "live"
@@ -70,28 +75,38 @@ def _claim_ack(store: PostgresStore) -> Callable[[], object]:
     return step
 
 
-def _fill(conn: psycopg.Connection[Any], schema: str, dead: int, results: int, hours: int) -> None:
-    """Hour partitions for the last *hours* hours, then the rows, server-side."""
+def _fill(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    dead: int,
+    results: int,
+    hours: int,
+    width: int,
+    keep_s: int,
+) -> None:
+    """Partitions of *width* for the last *hours* hours, then the rows,
+    server-side; results kept *keep_s* after they finished."""
     s = sql.Identifier(schema)
     now = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
     assert now is not None
     now_s = float(now[0])
-    top = int(now_s // HOUR)  # the current hour: partitions up to its start
+    top = int(now_s // width)  # the current width: partitions up to its start
+    first = top - hours * HOUR // width
     for table in ("dead", "results"):
-        for h in range(top - hours, top):
+        for k in range(first, top):
             conn.execute(
                 sql.SQL(
                     "CREATE TABLE IF NOT EXISTS {} PARTITION OF {} "
                     "FOR VALUES FROM (to_timestamp({})) TO (to_timestamp({}))"
                 ).format(
-                    sql.Identifier(schema, f"{table}_p{h * HOUR}_{(h + 1) * HOUR}"),
+                    sql.Identifier(schema, f"{table}_p{k * width}_{(k + 1) * width}"),
                     sql.Identifier(schema, table),
-                    sql.Literal(h * HOUR),
-                    sql.Literal((h + 1) * HOUR),
+                    sql.Literal(k * width),
+                    sql.Literal((k + 1) * width),
                 )
             )
-    span = hours * HOUR - 1
-    start = (top - hours) * HOUR
+    span = (top - first) * width - 1
+    start = first * width
     # Ids far above the live queue's; died/finished evenly over the span.
     conn.execute(
         sql.SQL(
@@ -103,19 +118,19 @@ def _fill(conn: psycopg.Connection[Any], schema: str, dead: int, results: int, h
         ).format(s),
         (BULK, dead, start, span, dead),
     )
-    # A result is kept two hours after it finished: those older than that
-    # are past their time.
+    # A result is kept keep_s after it finished: those older than that are
+    # past their time.
     conn.execute(
         sql.SQL(
             "INSERT INTO {}.results (id, queue, payload, priority, run_at, created_at, "
             "attempts, max_attempts, visibility_timeout_s, backoff_base_s, claims, "
             "result_ttl_s, result, finished_at, keep_until) "
-            "SELECT 20000000000 + g, %s, '1', 0, t, t, 1, 3, 30, 1, 1, 7200, '\"ok\"', t, "
-            "t + interval '2 hours' "
+            "SELECT 20000000000 + g, %s, '1', 0, t, t, 1, 3, 30, 1, 1, %s::float8, '\"ok\"', t, "
+            "t + %s::float8 * interval '1 second' "
             "FROM generate_series(1, %s::bigint) g, "
             "LATERAL (SELECT to_timestamp(%s + g * %s::float8 / %s) AS t) x"
         ).format(s),
-        (BULK, results, start, span, results),
+        (BULK, keep_s, keep_s, results, start, span, results),
     )
     conn.execute(sql.SQL("VACUUM ANALYZE {}.dead").format(s))
     conn.execute(sql.SQL("VACUUM ANALYZE {}.results").format(s))
@@ -124,6 +139,44 @@ def _fill(conn: psycopg.Connection[Any], schema: str, dead: int, results: int, h
 def _count(conn: psycopg.Connection[Any], schema: str, table: str) -> int:
     row = conn.execute(
         sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table))
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _upgrade(conn: psycopg.Connection[Any], url: str, schema: str, rows: int) -> None:
+    """A version-6 schema holding *rows* dead letters, then the upgrade's time."""
+    st = pg_sql.Statements(schema)
+    conn.execute(st.create_schema, {})
+    params = {"store_id": "scale", "schema": schema, "width": str(HOUR)}
+    for version in range(1, 7):
+        for statement in st.migrations[version]:
+            conn.execute(statement, params)
+    conn.execute(st.set_version, {"version": "6"})
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {}.dead (id, queue, payload, priority, run_at, created_at, attempts, "
+            "max_attempts, visibility_timeout_s, backoff_base_s, claims, last_error, died_at) "
+            "SELECT g, %s, '1', 0, t, t, 3, 3, 30, 1, 3, 'boom', t "
+            "FROM generate_series(1, %s::bigint) g, "
+            "LATERAL (SELECT clock_timestamp() - g * interval '10 ms' AS t) x"
+        ).format(sql.Identifier(schema)),
+        (BULK, rows),
+    )
+    conn.execute(sql.SQL("VACUUM ANALYZE {}.dead").format(sql.Identifier(schema)))
+    t0 = time.perf_counter()
+    with PostgresStore(url, schema=schema) as store:
+        took = time.perf_counter() - t0
+        assert store.queue(BULK).stats().dead == rows
+    print(f"upgrade 6 -> 7 with {rows:,} dead letters: {took:.1f} s")
+
+
+def _count_partitions(conn: psycopg.Connection[Any], schema: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent "
+        "JOIN pg_namespace n ON n.oid = p.relnamespace "
+        "WHERE n.nspname = %s AND p.relname IN ('dead', 'results')",
+        (schema,),
     ).fetchone()
     assert row is not None
     return int(row[0])
@@ -138,6 +191,16 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--per-round", type=int, default=300)
     ap.add_argument("--live", type=int, default=1000)
+    ap.add_argument("--width", type=int, default=HOUR, help="partition_width_s of both schemas")
+    ap.add_argument(
+        "--keep-s", type=int, default=2 * HOUR, help="results' TTL and purge_dead's older_than_s"
+    )
+    ap.add_argument(
+        "--upgrade-rows",
+        type=int,
+        default=0,
+        help="also time the upgrade 6 -> 7 of a schema holding this many dead letters",
+    )
     args = ap.parse_args()
 
     tag = f"scale_{os.getpid()}"
@@ -146,7 +209,7 @@ def main() -> int:
     stores: dict[str, PostgresStore] = {}
     try:
         for key, schema in names.items():
-            stores[key] = PostgresStore(args.url, schema=schema)
+            stores[key] = PostgresStore(args.url, schema=schema, partition_width_s=args.width)
             stores[key].queue(LIVE).enqueue_many([1] * args.live)
         steps = {k: _claim_ack(s) for k, s in stores.items()}
 
@@ -161,29 +224,39 @@ def main() -> int:
 
         before = rounds("before fill")
         t0 = time.perf_counter()
-        _fill(admin, names["full"], args.dead, args.results, args.hours)
+        _fill(admin, names["full"], args.dead, args.results, args.hours, args.width, args.keep_s)
         fill_s = time.perf_counter() - t0
         print(
             f"fill: {args.dead:,} dead letters, {args.results:,} results over "
-            f"{args.hours} h in {fill_s:.0f} s"
+            f"{args.hours} h in partitions of {args.width} s, in {fill_s:.0f} s"
         )
         after = rounds("after fill")
         ratio_before = before["full"] / before["empty"]
         ratio_after = after["full"] / after["empty"]
 
         # By id: a dead letter's get_job, and a purge by an id that is not there.
-        full, empty = stores["full"].queue(BULK), stores["empty"].queue(BULK)
-        some = 10_000_000_000 + args.dead // 2
-        probe: dict[str, float] = {}
-        for k, q in (("full", full), ("empty", empty)):
-            probe[f"get_job {k}"] = _p50_ms(functools.partial(q.get_job, some), 200)
-            probe[f"purge_ids {k}"] = _p50_ms(functools.partial(q.purge_dead, job_ids=[1]), 200)
-        print("by id p50 ms: " + ", ".join(f"{k} {v:.3f}" for k, v in probe.items()))
+        full = stores["full"].queue(BULK)
+        some = 10_000_000_000 + args.dead - 1  # one of the last to die: kept
 
+        def by_id(label: str) -> None:
+            probe: dict[str, float] = {}
+            for k in stores:
+                q = stores[k].queue(BULK)
+                probe[f"get_job {k}"] = _p50_ms(functools.partial(q.get_job, some), 200)
+                probe[f"purge_ids {k}"] = _p50_ms(functools.partial(q.purge_dead, job_ids=[1]), 200)
+            parts = {
+                k: _count_partitions(admin, schema) for k, schema in names.items() if k in stores
+            }
+            print(
+                f"by id p50 ms {label} (partitions dead+results {parts}): "
+                + ", ".join(f"{k} {v:.3f}" for k, v in probe.items())
+            )
+
+        by_id("after fill")
         # Expiry of a day's worth: purge by age (two hours kept), result expiry.
         dead_before = _count(admin, names["full"], "dead")
         t0 = time.perf_counter()
-        purged = full.purge_dead(older_than_s=2 * HOUR)
+        purged = full.purge_dead(older_than_s=args.keep_s)
         purge_s = time.perf_counter() - t0
         dead_left = _count(admin, names["full"], "dead")
         assert dead_before - dead_left == purged, (dead_before, dead_left, purged)
@@ -196,7 +269,7 @@ def main() -> int:
         purge_per_m = purge_s / max(purged, 1) * 1e6
         sweep_per_m = sweep_s / max(swept, 1) * 1e6
         print(
-            f"purge_dead(older_than_s=7200): {purged:,} rows in {purge_s:.3f} s "
+            f"purge_dead(older_than_s={args.keep_s}): {purged:,} rows in {purge_s:.3f} s "
             f"({purge_per_m:.3f} s per million); {dead_left:,} left"
         )
         print(
@@ -204,11 +277,15 @@ def main() -> int:
             f"({sweep_per_m:.3f} s per million); {res_left:,} left"
         )
         after_expiry = rounds("after expiry")
+        by_id("after expiry")
         print(
             f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
             f"{platform.python_version()}, "
             + str(admin.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
         )
+        if args.upgrade_rows:
+            names["old"] = f"{tag}_old"
+            _upgrade(admin, args.url, names["old"], args.upgrade_rows)
         ok = ratio_after <= 1.5 and purge_per_m <= 1.0 and sweep_per_m <= 1.0
         print(
             f"scale: claim ratio full/empty {ratio_before:.2f}x before fill, "

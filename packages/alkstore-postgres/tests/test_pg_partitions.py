@@ -269,17 +269,21 @@ def test_a_narrow_width_is_the_schemas_and_shapes_its_partitions(
     pg_url: str, schema: str, admin: Admin
 ) -> None:
     """The partition width is set when the schema is created (meta), makes the sweep's
-    partitions that wide (at least an hour of them ahead), and a store opened later with
+    partitions that wide (15 minutes of them ahead), and a store opened later with
     another width is refused, writing nothing."""
     with PostgresStore(pg_url, schema=schema, partition_width_s=60) as store:
-        store.queue("q").sweep_expired()
+        while True:
+            minute = int(_now_s(admin)) // 60
+            store.queue("q").sweep_expired()
+            if int(_now_s(admin)) // 60 == minute:  # else a new minute began: again
+                break
         row = admin.execute(Statements(schema).get_width, {}).fetchone()
         assert row == ("60",)
-        now = int(_now_s(admin))
         names = _partitions(admin, schema)
-        start = (now // 60 + 1) * 60
+        start = (minute + 1) * 60
         assert f"dead_p{start}_{start + 60}" in names
-        assert f"dead_p{start + 59 * 60}_{start + 60 * 60}" in names
+        assert f"dead_p{start + 14 * 60}_{start + 15 * 60}" in names
+        assert f"dead_p{start + 15 * 60}_{start + 16 * 60}" not in names
     with PostgresStore(pg_url, schema=schema, partition_width_s=60) as again:
         assert again.queue("q").stats().dead == 0
     with pytest.raises(InvalidArgument, match="partition_width_s"):

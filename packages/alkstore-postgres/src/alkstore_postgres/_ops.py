@@ -53,9 +53,9 @@ from ._plan import ALL, ONE, ROWCOUNT, Op, Plan, Q
 __all__ = ["OpBook", "advisory_key", "user_channel", "utc", "wake_channel"]
 
 #: How many partition widths ahead the sweep keeps the partitions of results
-#: and dead letters (RS-3, Q-16; docs/adr/0018, 0026), and at least an
-#: hour's: a sweep at least this often keeps every row out of the default
-#: partitions.
+#: and dead letters (RS-3, Q-16; docs/adr/0018, 0026), and at least 15
+#: minutes' worth: a sweep at least this often keeps every row out of the
+#: default partitions.
 RESULT_HOURS_AHEAD = 6
 _UPKEEP_SAVEPOINT = "SAVEPOINT alkstore_results"
 _UPKEEP_RELEASE = "RELEASE SAVEPOINT alkstore_results"

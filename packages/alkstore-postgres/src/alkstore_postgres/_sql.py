@@ -768,7 +768,7 @@ MIGRATIONS: dict[int, list[str]] = {
         # (results: keep_until; dead: purge_at, none without one), after
         # counting its rows by queue (q's are returned; other queues' wait in
         # `dropped` for their own sweep); the next widths' partitions are
-        # made, at least an hour's and `ahead` of them, and only for widths
+        # made, `ahead` of them and at least 15 minutes' worth, and only for widths
         # still to come, so no row of a default partition can fall in one.
         """CREATE FUNCTION {schema}.partition_upkeep(
                 sch text, q text, ahead integer, OUT results bigint, OUT dead bigint)
@@ -778,7 +778,7 @@ MIGRATIONS: dict[int, list[str]] = {
             now_s numeric := extract(epoch FROM clock_timestamp());
             w bigint := COALESCE((SELECT value::bigint FROM {schema}.meta
                                   WHERE key = 'partition_width_s'), 3600);
-            widths bigint := greatest(ahead, ceil(3600.0 / w)::bigint);
+            widths bigint := greatest(ahead, ceil(900.0 / w)::bigint);
             tbl text;
             part record;
             cnt record;
