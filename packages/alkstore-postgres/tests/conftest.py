@@ -61,7 +61,9 @@ def old_schema(admin: psycopg.Connection[tuple[Any, ...]], schema: str) -> Calla
         admin.execute(st.create_schema, {})
         for step in range(1, version + 1):
             for statement in st.migrations[step]:
-                admin.execute(statement, {"store_id": "old-store"})
+                admin.execute(
+                    statement, {"store_id": "old-store", "schema": schema, "width": "3600"}
+                )
         admin.execute(st.set_version, {"version": str(version)})
         if job:
             admin.execute(

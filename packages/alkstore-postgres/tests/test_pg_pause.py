@@ -28,7 +28,7 @@ def test_version_5_is_upgraded_keeping_its_jobs(
         job = q.claim("w")
         assert job is not None and job.payload == "old"
     row = admin.execute(Statements(schema).get_version, {}).fetchone()
-    assert row == (str(SCHEMA_VERSION),) and SCHEMA_VERSION == 6
+    assert row == (str(SCHEMA_VERSION),) and SCHEMA_VERSION >= 6
 
 
 @pytest.mark.clause("Q-27", "C-8")

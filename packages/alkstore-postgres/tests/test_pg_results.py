@@ -29,6 +29,11 @@ def _hour_now(admin: Admin) -> int:
     return int(row[0])
 
 
+def _hour_name(hour: int) -> str:
+    """The partition of an hour (the default width): ``results_p<from>_<to>``."""
+    return f"results_p{hour * 3600}_{(hour + 1) * 3600}"
+
+
 def _partitions(admin: Admin, schema: str) -> set[str]:
     rows = admin.execute(
         "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
@@ -41,7 +46,7 @@ def _partitions(admin: Admin, schema: str) -> set[str]:
 
 def _past_partition(admin: Admin, schema: str, hour: int) -> str:
     """A partition for an hour gone by (the sweep only ever makes later ones)."""
-    name = f"results_h{hour}"
+    name = _hour_name(hour)
     admin.execute(
         sql.SQL(
             "CREATE TABLE {} PARTITION OF {} "
@@ -86,10 +91,10 @@ def test_the_sweep_keeps_partitions_ahead(store: PostgresStore, admin: Admin) ->
     store.queue("q").sweep_expired()
     now = _hour_now(admin)
     names = _partitions(admin, store.schema)
-    ahead = {f"results_h{h}" for h in range(now + 1, now + RESULT_HOURS_AHEAD + 1)}
+    ahead = {_hour_name(h) for h in range(now + 1, now + RESULT_HOURS_AHEAD + 1)}
     assert ahead <= names
     assert "results_default" in names
-    assert f"results_h{now}" not in names
+    assert _hour_name(now) not in names
 
 
 @pytest.mark.clause("RS-3")
@@ -97,7 +102,8 @@ def test_a_past_partition_whose_results_all_expired_is_dropped_whole(
     store: PostgresStore, admin: Admin
 ) -> None:
     """RS-3: the sweep drops a past hour's partition once every result in it is past its
-    time, counting this queue's rows; another queue's rows in it go with it."""
+    time, counting this queue's rows; another queue's rows in it go with it, and that
+    queue's next sweep counts them (docs/adr/0026)."""
     hour = _hour_now(admin) - 3
     name = _past_partition(admin, store.schema, hour)
     _old_result(admin, store.schema, "mine", 10**12 + 1, hour, 120)
@@ -106,6 +112,7 @@ def test_a_past_partition_whose_results_all_expired_is_dropped_whole(
     got = store.queue("mine").sweep_expired()
     assert got.results == 2
     assert name not in _partitions(admin, store.schema)
+    assert store.queue("theirs").sweep_expired().results == 1
     assert store.queue("theirs").sweep_expired().results == 0
 
 

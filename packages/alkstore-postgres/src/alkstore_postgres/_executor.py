@@ -128,7 +128,9 @@ class PgExecutor(ExecutorBase):
             conn = psycopg.Connection.connect(cfg.conninfo, **self._pool_kwargs())
             with conn:
                 self._store_id, found = drive(
-                    conn, open_plan(self._ops.st, cfg.schema, cfg.migrate), prepare=cfg.prepare
+                    conn,
+                    open_plan(self._ops.st, cfg.schema, cfg.migrate, cfg.partition_width_s),
+                    prepare=cfg.prepare,
                 )
             self.schema_migration = (found, SCHEMA_VERSION)
             self._pool.open()

@@ -136,7 +136,9 @@ class AsyncPgExecutor(ExecutorBase):
             conn = await psycopg.AsyncConnection.connect(cfg.conninfo, **self._pool_kwargs())
             async with conn:
                 self._store_id, found = await drive_async(
-                    conn, open_plan(self._ops.st, cfg.schema, cfg.migrate), prepare=cfg.prepare
+                    conn,
+                    open_plan(self._ops.st, cfg.schema, cfg.migrate, cfg.partition_width_s),
+                    prepare=cfg.prepare,
                 )
             self.schema_migration = (found, SCHEMA_VERSION)
             await self._pool.open()

@@ -52,9 +52,10 @@ from ._plan import ALL, ONE, ROWCOUNT, Op, Plan, Q
 
 __all__ = ["OpBook", "advisory_key", "user_channel", "utc", "wake_channel"]
 
-#: How many hours ahead the sweep keeps the results' partitions (RS-3,
-#: docs/adr/0018): a sweep at least this often keeps every result out of the
-#: default partition.
+#: How many partition widths ahead the sweep keeps the partitions of results
+#: and dead letters (RS-3, Q-16; docs/adr/0018, 0026), and at least 15
+#: minutes' worth: a sweep at least this often keeps every row out of the
+#: default partitions.
 RESULT_HOURS_AHEAD = 6
 _UPKEEP_SAVEPOINT = "SAVEPOINT alkstore_results"
 _UPKEEP_RELEASE = "RELEASE SAVEPOINT alkstore_results"
@@ -132,6 +133,23 @@ def _landed(fences: Sequence[Fence], rows: Sequence[Sequence[Any]]) -> list[bool
 def _count(stmt: str, params: dict[str, Any]) -> Plan[int]:
     count: int = yield Q(stmt, params, ROWCOUNT)
     return count
+
+
+def _upkeep(query: Q) -> Plan[Any]:
+    """*query*, partition DDL, in a savepoint under a short lock timeout: its
+    row, or ``None`` when this role may not run DDL or a lock was not free
+    at once (nothing of it is left; the caller deletes rows instead)."""
+    yield Q(_UPKEEP_SAVEPOINT, None, kind="control")
+    try:
+        (old,) = yield Q(_UPKEEP_LOCK_TIMEOUT, {}, ONE)
+        row = yield Q(query.text, query.params, ONE)
+        yield Q(_UPKEEP_RESTORE, {"value": old})
+        yield Q(_UPKEEP_RELEASE, None, kind="control")
+    except psycopg.Error:
+        yield Q(_UPKEEP_ROLLBACK, None, kind="control")
+        yield Q(_UPKEEP_RELEASE, None, kind="control")
+        return None
+    return row
 
 
 class OpBook:
@@ -666,34 +684,26 @@ class OpBook:
         return Op(every, writes=False)
 
     def sweep(self, queue: str) -> Op[SweepResult]:
-        """Q-12, Q-15..Q-17 in one statement; then RS-3: the upkeep of the
-        results' partitions (whole partitions past their time dropped, the
-        next hours' created), skipped when this role may not or the lock is
-        not free at once, and the queue's remaining results past their time
-        deleted (docs/adr/0018)."""
+        """RS-3, Q-16 first: the upkeep of the partitions of results and dead
+        letters (whole partitions past their time dropped, the next widths'
+        created), skipped when this role may not or the lock is not free at
+        once (docs/adr/0026); then Q-12, Q-15..Q-17 in one statement, which
+        deletes the dead rows past their retention that no drop took; then
+        the queue's remaining results past their time (docs/adr/0018)."""
         upkeep = {"schema": self.schema, "queue": queue, "ahead": RESULT_HOURS_AHEAD}
 
         def plan() -> Plan[SweepResult]:
-            expired, purged, exhausted = yield Q(self.st.sweep, {"queue": queue}, ONE)
-            dropped = 0
-            yield Q(_UPKEEP_SAVEPOINT, None, kind="control")
-            try:
-                (old,) = yield Q(_UPKEEP_LOCK_TIMEOUT, {}, ONE)
-                (count,) = yield Q(self.st.result_partitions, upkeep, ONE)
-                yield Q(_UPKEEP_RESTORE, {"value": old})
-                yield Q(_UPKEEP_RELEASE, None, kind="control")
-                dropped = int(count)
-            except psycopg.Error:
-                # No DDL for this role, or the partitions are busy: the rows
-                # are deleted one by one below, or at a later sweep.
-                yield Q(_UPKEEP_ROLLBACK, None, kind="control")
-                yield Q(_UPKEEP_RELEASE, None, kind="control")
+            dropped = (0, 0)
+            row = yield from _upkeep(Q(self.st.partition_upkeep, upkeep, ONE))
+            if row is not None:
+                dropped = (int(row[0]), int(row[1]))
+            expired, purged, exhausted, carried = yield Q(self.st.sweep, {"queue": queue}, ONE)
             deleted = yield Q(self.st.purge_results, {"queue": queue}, ROWCOUNT)
             return SweepResult(
                 expired=int(expired),
-                purged=int(purged),
+                purged=int(purged) + dropped[1],
                 exhausted=int(exhausted),
-                results=dropped + int(deleted),
+                results=dropped[0] + int(carried) + int(deleted),
             )
 
         return Op(plan, atomic=True)
@@ -725,7 +735,19 @@ class OpBook:
         if older_than_s is not None:
             params["older_than_s"] = older_than_s
         stmt = self.st.purge_dead[(job_ids is not None, older_than_s is not None)]
-        return Op(lambda: _count(stmt, params))
+        if job_ids is not None:
+            return Op(lambda: _count(stmt, params))
+        # By age or all: the partitions wholly at or before the cut that hold
+        # only this queue's rows are dropped first (docs/adr/0026), when this
+        # role may and the locks are free at once; the rest go by row deletes.
+        drop = {"schema": self.schema, "queue": queue, "older_than_s": older_than_s}
+
+        def plan() -> Plan[int]:
+            row = yield from _upkeep(Q(self.st.dead_drop_before, drop, ONE))
+            deleted = yield Q(stmt, params, ROWCOUNT)
+            return (int(row[0]) if row is not None else 0) + int(deleted)
+
+        return Op(plan, atomic=True)
 
     # -------------------------------------------------------------- streams
 

@@ -23,6 +23,10 @@ DEFAULT_LOCK_TIMEOUT_S = 30.0
 DEFAULT_POLL_S = 0.05
 DEFAULT_POOL_TIMEOUT_S = 10.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+#: The partition width of results and dead letters (docs/adr/0026): its
+#: bounds, in seconds.
+MIN_PARTITION_WIDTH_S = 60
+MAX_PARTITION_WIDTH_S = 7 * 86_400
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,11 @@ class Config:
     #: ``listen_url``).
     can_listen: bool
     migrate: bool
+    #: ``partition_width_s``: the width (seconds) of the partitions of
+    #: results and dead letters, set when the schema is created or upgraded
+    #: to version 7; ``None``: an hour there, and whatever the schema holds
+    #: otherwise (docs/adr/0026).
+    partition_width_s: int | None = None
     #: Keyword arguments of every connection (timeouts, application name,
     #: statement preparation).
     connect_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -94,6 +103,9 @@ def parse_options(url: str, keywords: Mapping[str, Any]) -> Config:
     if lock_timeout > 86_400 * 24:
         raise InvalidArgument("lock_timeout_s must be at most 24 days")
     migrate = check_bool_option("migrate", opts.get("migrate", True))
+    width = opts.get("partition_width_s")
+    if width is not None:
+        width = check_int("partition_width_s", width, MIN_PARTITION_WIDTH_S, MAX_PARTITION_WIDTH_S)
     pooler = check_bool_option("pooler", opts.get("pooler", False))
     listen_url = opts.get("listen_url")
     if listen_url is not None and not isinstance(listen_url, str):
@@ -133,5 +145,6 @@ def parse_options(url: str, keywords: Mapping[str, Any]) -> Config:
         listen_conninfo=listen_conninfo,
         can_listen=not pooler or listen_url is not None,
         migrate=migrate,
+        partition_width_s=width,
         connect_kwargs=kwargs,
     )

@@ -13,7 +13,7 @@ import uuid
 
 import psycopg
 
-from alkstore.errors import SchemaVersionError
+from alkstore.errors import InvalidArgument, SchemaVersionError
 
 from . import _sql
 from ._ops import advisory_key
@@ -22,6 +22,8 @@ from ._plan import ONE, Plan, Q
 __all__ = ["SCHEMA_VERSION", "open_plan"]
 
 SCHEMA_VERSION = _sql.SCHEMA_VERSION
+#: The partition width of a schema created or upgraded without the option.
+DEFAULT_PARTITION_WIDTH_S = 3600
 
 # Privilege errors of a role that may use the schema but not change it.
 _NOT_ALLOWED = (psycopg.errors.InsufficientPrivilege,)
@@ -58,7 +60,24 @@ def _older(schema: str, found: int, why: str) -> SchemaVersionError:
     )
 
 
-def open_plan(st: _sql.Statements, schema: str, migrate: bool) -> Plan[tuple[str, int]]:
+def _check_width(st: _sql.Statements, width: int | None) -> Plan[None]:
+    """A partition width given to a schema that holds another one is refused:
+    the width is the schema's, set when it is created or upgraded to
+    version 7 (docs/adr/0026)."""
+    if width is None:
+        return
+    row = yield Q(st.get_width, {}, ONE)
+    held = int(row[0]) if row is not None else None
+    if held != width:
+        raise InvalidArgument(
+            f"partition_width_s={width}, but the schema's partitions are {held} s wide; "
+            "the width is set when the schema is created or upgraded to version 7"
+        )
+
+
+def open_plan(
+    st: _sql.Statements, schema: str, migrate: bool, width: int | None = None
+) -> Plan[tuple[str, int]]:
     """Check (and with *migrate*, create or upgrade) the schema; return the
     store id and the version the schema held before (0: none, re-read under
     the lock). Runs on a connection of its own, in autocommit.
@@ -74,6 +93,7 @@ def open_plan(st: _sql.Statements, schema: str, migrate: bool) -> Plan[tuple[str
     """
     found = yield from _stored_version(st, schema)
     if found == SCHEMA_VERSION:
+        yield from _check_width(st, width)
         return (yield from _store_id(st)), found
     if found > SCHEMA_VERSION:
         raise SchemaVersionError(found, SCHEMA_VERSION)
@@ -88,10 +108,17 @@ def open_plan(st: _sql.Statements, schema: str, migrate: bool) -> Plan[tuple[str
         if found < SCHEMA_VERSION:
             if (yield Q(_sql.SCHEMA_EXISTS, {"schema": schema}, ONE)) is None:
                 yield Q(st.create_schema, {})
+            params = {
+                "store_id": str(uuid.uuid4()),
+                "schema": schema,
+                "width": str(width if width is not None else DEFAULT_PARTITION_WIDTH_S),
+            }
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 for statement in st.migrations[version]:
-                    yield Q(statement, {"store_id": str(uuid.uuid4())})
+                    yield Q(statement, params)
             yield Q(st.set_version, {"version": str(SCHEMA_VERSION)})
+        else:
+            yield from _check_width(st, width)
         store_id = yield from _store_id(st)
     except _NOT_ALLOWED as exc:
         yield Q("ROLLBACK", None, kind="control")

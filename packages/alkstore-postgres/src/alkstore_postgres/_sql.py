@@ -28,7 +28,7 @@ from psycopg import sql
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Statements"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # ----------------------------------------------------------------------- schema
 
@@ -48,6 +48,7 @@ INSERT INTO {schema}.meta (key, value) VALUES ('schema_version', %(version)s::te
 ON CONFLICT (key) DO UPDATE SET value = excluded.value
 """
 GET_STORE_ID = "SELECT value FROM {schema}.meta WHERE key = 'store_id'"
+GET_WIDTH = "SELECT value FROM {schema}.meta WHERE key = 'partition_width_s'"
 META_ROWS = "SELECT key, value FROM {schema}.meta ORDER BY key"
 CREATE_SCHEMA = "CREATE SCHEMA {schema}"
 CREATE_META = """
@@ -641,6 +642,295 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER FUNCTION {schema}.deps_revive(bigint[]) SET plan_cache_mode = force_custom_plan",
         # ---- end WF-5
     ],
+    # Version 7 (PostgreSQL only; docs/adr/0026): the dead letters
+    # partitioned by their die time, one partition width for results and
+    # dead letters, and table settings for steady load.
+    7: [
+        # The width of a partition in seconds (results and dead letters),
+        # chosen when the schema is created or upgraded (the engine option
+        # partition_width_s; default an hour).
+        """INSERT INTO {schema}.meta (key, value) VALUES ('partition_width_s', %(width)s::text)
+            ON CONFLICT (key) DO NOTHING""",
+        # Rows a partition drop removed from queues other than the sweeping
+        # one, counted by those queues' next sweep (SweepResult stays exact
+        # per queue whichever queue's sweep dropped the partition).
+        """CREATE TABLE {schema}.dropped (
+            kind text NOT NULL CHECK (kind IN ('results', 'dead')),
+            queue text NOT NULL,
+            n bigint NOT NULL,
+            PRIMARY KEY (queue, kind)
+        )""",
+        # The one-off conversion: result partitions renamed to the
+        # <table>_p<from>_<to> form (epoch seconds); an empty v6 dead table is
+        # replaced; one holding rows becomes
+        # the first partition of a table partitioned by died_at (ATTACH: its
+        # rows are read once to check the bound, never copied), covering
+        # everything up to the end of the current width; its grants go to
+        # the new parent.
+        """CREATE FUNCTION {schema}.migrate_7(sch text) RETURNS void
+            LANGUAGE plpgsql AS $body$
+        DECLARE
+            w bigint := (SELECT value::bigint FROM {schema}.meta
+                         WHERE key = 'partition_width_s');
+            edge bigint := (floor(extract(epoch FROM clock_timestamp()) / w)::bigint + 1) * w;
+            part record;
+            old_oid oid := to_regclass(format('%%I.dead', sch));
+            legacy text := 'dead_p0_' || edge;
+            g record;
+        BEGIN
+            FOR part IN
+                SELECT c.relname, substr(c.relname, 10)::bigint AS hour
+                FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+                WHERE i.inhparent = to_regclass(format('%%I.results', sch))
+                  AND c.relname ~ '^results_h[0-9]+$'
+            LOOP
+                EXECUTE format('ALTER TABLE %%I.%%I RENAME TO %%I', sch, part.relname,
+                    'results_p' || part.hour * 3600 || '_' || (part.hour + 1) * 3600);
+            END LOOP;
+            IF NOT EXISTS (SELECT 1 FROM {schema}.dead) THEN
+                -- Nothing to keep (a fresh schema): a new table, with a
+                -- partition for the current width (nothing can be in its
+                -- default partition yet).
+                EXECUTE format('ALTER TABLE %%I.dead RENAME TO dead_v6', sch);
+                EXECUTE format(
+                    'CREATE TABLE %%I.dead (LIKE %%I.dead_v6 INCLUDING DEFAULTS '
+                    'INCLUDING CONSTRAINTS) PARTITION BY RANGE (died_at)', sch, sch);
+                EXECUTE format(
+                    'CREATE TABLE %%I.%%I PARTITION OF %%I.dead FOR VALUES FROM (%%L) TO (%%L)',
+                    sch, 'dead_p' || (edge - w) || '_' || edge, sch, to_timestamp(edge - w),
+                    to_timestamp(edge));
+                FOR g IN
+                    SELECT a.grantee, a.privilege_type FROM pg_catalog.pg_class c,
+                        aclexplode(c.relacl) a
+                    WHERE c.oid = old_oid AND a.grantee <> c.relowner
+                LOOP
+                    EXECUTE format('GRANT %%s ON %%I.dead TO %%s', g.privilege_type, sch,
+                        CASE WHEN g.grantee = 0 THEN 'PUBLIC'
+                             ELSE quote_ident(pg_get_userbyid(g.grantee)) END);
+                END LOOP;
+                EXECUTE format('DROP TABLE %%I.dead_v6', sch);
+                RETURN;
+            END IF;
+            EXECUTE format('DROP TRIGGER dead_cascade ON %%I.dead', sch);
+            EXECUTE format('ALTER TABLE %%I.dead DROP CONSTRAINT dead_pkey', sch);
+            EXECUTE format('ALTER TABLE %%I.dead RENAME TO %%I', sch, legacy);
+            EXECUTE format('ALTER INDEX %%I.dead_queue RENAME TO %%I', sch, legacy || '_queue');
+            EXECUTE format('ALTER INDEX %%I.dead_purge RENAME TO %%I', sch, legacy || '_purge');
+            EXECUTE format('ALTER INDEX %%I.dead_died RENAME TO %%I', sch, legacy || '_died');
+            EXECUTE format('ALTER INDEX %%I.dead_failed_dep RENAME TO %%I', sch,
+                legacy || '_failed_dep');
+            EXECUTE format(
+                'CREATE TABLE %%I.dead (LIKE %%I.%%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS) '
+                'PARTITION BY RANGE (died_at)', sch, sch, legacy);
+            EXECUTE format(
+                'ALTER TABLE %%I.dead ATTACH PARTITION %%I.%%I '
+                'FOR VALUES FROM (MINVALUE) TO (%%L)', sch, sch, legacy, to_timestamp(edge));
+            FOR g IN
+                SELECT a.grantee, a.privilege_type FROM pg_catalog.pg_class c,
+                    aclexplode(c.relacl) a
+                WHERE c.oid = old_oid AND a.grantee <> c.relowner
+            LOOP
+                EXECUTE format('GRANT %%s ON %%I.dead TO %%s', g.privilege_type, sch,
+                    CASE WHEN g.grantee = 0 THEN 'PUBLIC'
+                         ELSE quote_ident(pg_get_userbyid(g.grantee)) END);
+            END LOOP;
+        END
+        $body$""",
+        # A fresh schema's (empty) dead table goes the same way.
+        "SELECT {schema}.migrate_7(%(schema)s::text)",
+        "DROP FUNCTION {schema}.migrate_7(text)",
+        # Rows die "now": partitions are made ahead by the sweep; a row of a
+        # width with no partition (no sweep for that long) goes here.
+        "CREATE TABLE {schema}.dead_default PARTITION OF {schema}.dead DEFAULT",
+        # The indexes of v6 under the same names (the legacy partition's own
+        # are attached, not rebuilt); a job by id (get_job, redrive and purge
+        # by ids: one probe per partition, no unique constraint possible
+        # without the partition key; ids come from the jobs' identity); and
+        # each partition's latest purge time, NULLs first (one probe tells
+        # whether every row of a partition is past its retention).
+        "CREATE INDEX dead_id ON {schema}.dead (id)",
+        "CREATE INDEX dead_queue ON {schema}.dead (queue, id)",
+        """CREATE INDEX dead_purge
+            ON {schema}.dead (queue, purge_at) WHERE purge_at IS NOT NULL""",
+        "CREATE INDEX dead_died ON {schema}.dead (queue, died_at)",
+        """CREATE INDEX dead_failed_dep ON {schema}.dead (failed_dep)
+            WHERE failed_dep IS NOT NULL""",
+        "CREATE INDEX dead_purge_time ON {schema}.dead (purge_at)",
+        """CREATE TRIGGER dead_cascade AFTER INSERT ON {schema}.dead
+            REFERENCING NEW TABLE AS born FOR EACH STATEMENT
+            EXECUTE FUNCTION {schema}.dead_cascade()""",
+        "DROP FUNCTION {schema}.result_partitions(text, text, integer)",
+        # Partition upkeep of results and dead letters, run by the sweep in a
+        # savepoint with a short lock timeout (a role without DDL rights, or
+        # a busy partition, skips it: rows are deleted one by one instead).
+        # Under a try-lock (one upkeep at a time per schema): a partition
+        # wholly in the past is dropped when every row in it is past its time
+        # (results: keep_until; dead: purge_at, none without one), after
+        # counting its rows by queue (q's are returned; other queues' wait in
+        # `dropped` for their own sweep); the next widths' partitions are
+        # made, `ahead` of them and at least 15 minutes' worth, and only for widths
+        # still to come, so no row of a default partition can fall in one.
+        """CREATE FUNCTION {schema}.partition_upkeep(
+                sch text, q text, ahead integer, OUT results bigint, OUT dead bigint)
+            LANGUAGE plpgsql AS $body$
+        DECLARE
+            now_t timestamptz := clock_timestamp();
+            now_s numeric := extract(epoch FROM clock_timestamp());
+            w bigint := COALESCE((SELECT value::bigint FROM {schema}.meta
+                                  WHERE key = 'partition_width_s'), 3600);
+            widths bigint := greatest(ahead, ceil(900.0 / w)::bigint);
+            tbl text;
+            part record;
+            cnt record;
+            last_hi bigint;
+            blocked boolean;
+            n bigint;
+            nxt bigint;
+            hi bigint;
+            stop bigint;
+        BEGIN
+            results := 0;
+            dead := 0;
+            IF NOT pg_try_advisory_xact_lock(
+                    hashtextextended('alkstore.partitions' || chr(1) || sch, 0)) THEN
+                RETURN;
+            END IF;
+            FOREACH tbl IN ARRAY ARRAY['results', 'dead'] LOOP
+                last_hi := 0;
+                FOR part IN
+                    SELECT c.relname,
+                        substring(c.relname FROM '_p([0-9]+)_')::bigint AS lo,
+                        substring(c.relname FROM '_([0-9]+)$')::bigint AS hi
+                    FROM pg_catalog.pg_inherits i
+                    JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+                    WHERE i.inhparent = to_regclass(format('%%I.%%I', sch, tbl))
+                      AND c.relname ~ ('^' || tbl || '_p[0-9]+_[0-9]+$')
+                LOOP
+                    last_hi := greatest(last_hi, part.hi);
+                    CONTINUE WHEN part.hi > now_s;
+                    IF tbl = 'results' THEN
+                        EXECUTE format('SELECT max(keep_until) > $1 FROM %%I.%%I',
+                            sch, part.relname) INTO blocked USING now_t;
+                    ELSE
+                        EXECUTE format(
+                            'SELECT purge_at IS NULL OR purge_at > $1 FROM %%I.%%I '
+                            'ORDER BY purge_at DESC NULLS FIRST LIMIT 1',
+                            sch, part.relname) INTO blocked USING now_t;
+                    END IF;
+                    CONTINUE WHEN COALESCE(blocked, false);
+                    EXECUTE format('LOCK TABLE %%I.%%I IN ACCESS EXCLUSIVE MODE',
+                        sch, part.relname);
+                    FOR cnt IN EXECUTE format(
+                        'SELECT queue, count(*) AS n FROM %%I.%%I GROUP BY queue',
+                        sch, part.relname)
+                    LOOP
+                        IF cnt.queue = q THEN
+                            IF tbl = 'results' THEN
+                                results := results + cnt.n;
+                            ELSE
+                                dead := dead + cnt.n;
+                            END IF;
+                        ELSE
+                            INSERT INTO {schema}.dropped AS d (kind, queue, n)
+                            VALUES (tbl, cnt.queue, cnt.n)
+                            ON CONFLICT (queue, kind) DO UPDATE SET n = d.n + excluded.n;
+                        END IF;
+                    END LOOP;
+                    EXECUTE format('DROP TABLE %%I.%%I', sch, part.relname);
+                END LOOP;
+                nxt := greatest(last_hi, (floor(now_s / w)::bigint + 1) * w);
+                stop := (floor(now_s / w)::bigint + 1 + widths) * w;
+                WHILE nxt < stop LOOP
+                    hi := (nxt / w + 1) * w;
+                    EXECUTE format(
+                        'CREATE TABLE %%I.%%I PARTITION OF %%I.%%I '
+                        'FOR VALUES FROM (%%L) TO (%%L)',
+                        sch, tbl || '_p' || nxt || '_' || hi, sch, tbl,
+                        to_timestamp(nxt), to_timestamp(hi));
+                    nxt := hi;
+                END LOOP;
+            END LOOP;
+        END
+        $body$""",
+        # Q-22 by age (or all): the partitions of dead letters wholly at or
+        # before the cut that hold no other queue's row are dropped, after
+        # counting their rows under their lock (the rest go by row deletes).
+        # Same try-lock as the upkeep.
+        """CREATE FUNCTION {schema}.dead_drop_before(sch text, q text, cut timestamptz)
+            RETURNS bigint LANGUAGE plpgsql AS $body$
+        DECLARE
+            cut_s numeric := extract(epoch FROM cut);
+            part record;
+            other boolean;
+            n bigint;
+            total bigint := 0;
+        BEGIN
+            IF NOT pg_try_advisory_xact_lock(
+                    hashtextextended('alkstore.partitions' || chr(1) || sch, 0)) THEN
+                RETURN 0;
+            END IF;
+            FOR part IN
+                SELECT c.relname FROM pg_catalog.pg_inherits i
+                JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+                WHERE i.inhparent = to_regclass(format('%%I.dead', sch))
+                  AND c.relname ~ '^dead_p[0-9]+_[0-9]+$'
+                  AND substring(c.relname FROM '_([0-9]+)$')::bigint <= cut_s
+            LOOP
+                -- Two probes of (queue, id): any row of another queue?
+                EXECUTE format(
+                    'SELECT EXISTS (SELECT 1 FROM %%I.%%I WHERE queue < $1) '
+                    'OR EXISTS (SELECT 1 FROM %%I.%%I WHERE queue > $1)',
+                    sch, part.relname, sch, part.relname) INTO other USING q;
+                CONTINUE WHEN other;
+                EXECUTE format('LOCK TABLE %%I.%%I IN ACCESS EXCLUSIVE MODE', sch, part.relname);
+                EXECUTE format(
+                    'SELECT EXISTS (SELECT 1 FROM %%I.%%I WHERE queue < $1) '
+                    'OR EXISTS (SELECT 1 FROM %%I.%%I WHERE queue > $1)',
+                    sch, part.relname, sch, part.relname) INTO other USING q;
+                CONTINUE WHEN other;
+                EXECUTE format('SELECT count(*) FROM %%I.%%I', sch, part.relname) INTO n;
+                EXECUTE format('DROP TABLE %%I.%%I', sch, part.relname);
+                total := total + n;
+            END LOOP;
+            RETURN total;
+        END
+        $body$""",
+        # Table settings for steady load (docs/adr/0026). Claims, heartbeats
+        # and retries change ready_at, an indexed column, so they are never
+        # HOT; room left in each page still keeps a row's new version on its
+        # page (no table growth while old versions wait for vacuum), and
+        # progress checkpoints (no indexed column) are HOT. Vacuum runs after
+        # 2 % of rows changed or were inserted, and works faster.
+        """ALTER TABLE {schema}.jobs SET (fillfactor = 85,
+            autovacuum_vacuum_insert_scale_factor = 0.02,
+            autovacuum_vacuum_cost_limit = 2000)""",
+        # Small tables updated in place by key: their updated columns are in
+        # no index, so every update is HOT given room in the page (fillfactor
+        # 50); vacuum after a fixed number of dead rows, whatever the size.
+        """ALTER TABLE {schema}.locks SET (fillfactor = 50,
+            autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500)""",
+        """ALTER TABLE {schema}.consumers SET (fillfactor = 50,
+            autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500)""",
+        """ALTER TABLE {schema}.streams SET (fillfactor = 50,
+            autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500)""",
+        """ALTER TABLE {schema}.rate_limits SET (fillfactor = 50,
+            autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500)""",
+        """ALTER TABLE {schema}.worker_counts SET (fillfactor = 70,
+            autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000)""",
+        # A worker's heartbeat changes last_seen, which is indexed: not HOT;
+        # the table is tiny, so vacuum it after a fixed number of dead rows.
+        """ALTER TABLE {schema}.workers SET (
+            autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500)""",
+        # Streams append and trim: vacuum after 5 % inserted or deleted (the
+        # insert threshold also sets the visibility map for index-only reads).
+        """ALTER TABLE {schema}.events SET (autovacuum_vacuum_scale_factor = 0.05,
+            autovacuum_vacuum_insert_scale_factor = 0.05)""",
+        # Jobs waiting on others move out when their parents finish.
+        """ALTER TABLE {schema}.waiting SET (autovacuum_vacuum_scale_factor = 0.05)""",
+        """ALTER TABLE {schema}.deps SET (autovacuum_vacuum_scale_factor = 0.05)""",
+        """ALTER TABLE {schema}.dropped SET (fillfactor = 50,
+            autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 500)""",
+    ],
 }
 #: What each migration brings, for the error a role that cannot run it gets.
 MIGRATION_TITLES = {
@@ -650,6 +940,7 @@ MIGRATION_TITLES = {
     4: "kept results",
     5: "jobs that wait for other jobs",
     6: "progress checkpoints, paused queues, the workers' registry, dependency plans",
+    7: "partitioned dead letters, the partition width, table settings for steady load",
 }
 
 # ------------------------------------------------------------------------ queue
@@ -1346,13 +1637,16 @@ LIST_DONE = (
     + "ORDER BY id LIMIT %(limit)s::int"
 )
 # RS-3, after the partition upkeep: the queue's results past their time in
-# the hours before the current one (the default partition's, and those of a
-# partition the upkeep could not drop); the current hour's wait for its
+# the widths before the current one (the default partition's, and those of a
+# partition the upkeep could not drop); the current width's wait for its
 # partition to be dropped whole. Reads never show a result past its time.
 PURGE_RESULTS = f"""
 WITH {_CLOCK},
+width AS MATERIALIZED (
+    SELECT COALESCE((SELECT value::float8 FROM {{schema}}.meta
+                     WHERE key = 'partition_width_s'), 3600) AS w),
 hour AS MATERIALIZED (
-    SELECT to_timestamp(floor(extract(epoch FROM {_NOW}) / 3600) * 3600) AS start)
+    SELECT to_timestamp(floor(extract(epoch FROM {_NOW}) / w) * w) AS start FROM width)
 DELETE FROM {{schema}}.results
 WHERE queue = %(queue)s::text AND finished_at < (SELECT start FROM hour)
   AND id = ANY (ARRAY (
@@ -1361,9 +1655,12 @@ WHERE queue = %(queue)s::text AND finished_at < (SELECT start FROM hour)
       AND finished_at < (SELECT start FROM hour)
     FOR UPDATE SKIP LOCKED))
 """
-RESULT_PARTITIONS = (
-    "SELECT {schema}.result_partitions(%(schema)s::text, %(queue)s::text, %(ahead)s::int)"
-)
+# RS-3, Q-16 (docs/adr/0026): the partitions of results and dead letters,
+# dropped whole when past, made ahead; this queue's rows dropped.
+PARTITION_UPKEEP = """
+SELECT results, dead
+FROM {schema}.partition_upkeep(%(schema)s::text, %(queue)s::text, %(ahead)s::int)
+"""
 
 # Every index of the jobs table is partial, so a queue's live rows are read
 # as the union of three disjoint branches, each on one of them (claim or
@@ -1451,7 +1748,9 @@ ORDER BY COALESCE(l.queue, d.queue, w.queue) COLLATE "C"
 # Q-15: every row past expires_at, pending or processing; Q-12: lapsed claims
 # without budget (not already counted as expired); Q-16: dead rows past their
 # retention. One statement; SKIP LOCKED, so concurrent sweeps never move a
-# row twice (Q-17). Rows moved here are purged by a later sweep.
+# row twice (Q-17). Rows moved here are purged by a later sweep. It also
+# takes the counts of this queue's rows that another queue's partition
+# upkeep dropped (docs/adr/0026), so that each queue's counts stay exact.
 SWEEP = f"""
 WITH {_CLOCK}, {_STALE_CTES},
 purged AS (
@@ -1459,9 +1758,13 @@ purged AS (
         SELECT id FROM {{schema}}.dead
         WHERE queue = %(queue)s::text AND purge_at IS NOT NULL AND purge_at <= {_NOW}
         FOR UPDATE SKIP LOCKED))
-    RETURNING 1)
-SELECT (SELECT count(*) FROM expired), (SELECT count(*) FROM purged),
-    (SELECT count(*) FROM exhausted)
+    RETURNING 1),
+carried AS (DELETE FROM {{schema}}.dropped WHERE queue = %(queue)s::text RETURNING kind, n)
+SELECT (SELECT count(*) FROM expired),
+    (SELECT count(*) FROM purged)
+        + (SELECT COALESCE(sum(n), 0) FROM carried WHERE kind = 'dead'),
+    (SELECT count(*) FROM exhausted),
+    (SELECT COALESCE(sum(n), 0) FROM carried WHERE kind = 'results')
 """
 
 # Q-21: dead rows back to pending with their id, a fresh budget and their
@@ -1507,6 +1810,12 @@ _ALL = "true"
 _BY_IDS = "id = ANY (%(ids)s::bigint[])"
 _ANY_AGE = "true"
 _OLD_ENOUGH = f"died_at <= {_NOW} - %(older_than_s)s::float8 * interval '1 second'"
+# Q-22 without ids, first (docs/adr/0026): the partitions wholly at or before
+# the cut (now, to purge all) holding only this queue's rows, dropped.
+DEAD_DROP_BEFORE = """
+SELECT {schema}.dead_drop_before(%(schema)s::text, %(queue)s::text,
+    clock_timestamp() - COALESCE(%(older_than_s)s::float8, 0) * interval '1 second')
+"""
 
 # ---------------------------------------------------------------------- streams
 
@@ -1758,6 +2067,7 @@ class Statements:
         self.get_version = c(GET_VERSION)
         self.set_version = c(SET_VERSION)
         self.get_store_id = c(GET_STORE_ID)
+        self.get_width = c(GET_WIDTH)
         self.meta_rows = c(META_ROWS)
         self.create_schema = c(CREATE_SCHEMA)
         self.migrations = {v: [c(s) for s in stmts] for v, stmts in MIGRATIONS.items()}
@@ -1789,7 +2099,8 @@ class Statements:
         self.get_result = c(GET_RESULT)
         self.list_done = c(LIST_DONE)
         self.purge_results = c(PURGE_RESULTS)
-        self.result_partitions = c(RESULT_PARTITIONS)
+        self.partition_upkeep = c(PARTITION_UPKEEP)
+        self.dead_drop_before = c(DEAD_DROP_BEFORE)
         self.heartbeat = c(HEARTBEAT)
         self.progress = c(PROGRESS)
         self.retry = c(RETRY)

@@ -54,7 +54,7 @@ class PostgresStore(_PgFacts, KitStore):
     lists them: ``schema``, ``min_size``, ``max_size``,
     ``connect_timeout_s``, ``pool_timeout_s``, ``lock_timeout_s``,
     ``application_name``, ``migrate``, ``pooler``, ``poll_s``,
-    ``listen_url``.
+    ``listen_url``, ``partition_width_s``.
 
     Every call is thread-safe (ST-4) and wraps driver errors (E-1).
     """

@@ -37,6 +37,7 @@ ENGINE_OPTIONS: dict[str, Callable[[str], Any]] = {
     "pooler": bool,
     "poll_s": float,
     "listen_url": str,
+    "partition_width_s": int,
 }
 _SCHEMES = ("postgresql", "postgres")
 # PostgreSQL truncates longer identifiers, which could merge two schemas.
