@@ -524,6 +524,14 @@ class QueueOps:
         grouped = any(f.group is not None for f in fences)
         if len(fences) == 1:
             fence = fences[0]
+            if tx is None and results is None and not grouped:
+                # Most acks: one statement in autocommit, no BEGIN/COMMIT.
+                def alone(conn: sqlite3.Connection) -> bool:
+                    params = {"id": fence.id, "claim": fence.claim, "now": now_us()}
+                    return bool(conn.execute(_sql.ACK_ALONE, params).fetchall())
+
+                if self._write(None, alone, single=True):
+                    return [True]
 
             def one(conn: sqlite3.Connection) -> list[bool]:
                 params = {"id": fence.id, "claim": fence.claim, "now": now_us()}

@@ -600,6 +600,14 @@ WHERE {_NOT_PAUSED}
 _FENCE = "id = :id AND claims = :claim AND state = 'processing' AND deadline > :now"
 
 ACK = f"DELETE FROM __alkstore_jobs WHERE {_FENCE} RETURNING queue, grp"
+# A lone ack in autocommit, one statement (docs/adr/0029): only of a job no
+# child waits on (WF-2's release must commit with the ack). A child is
+# enqueued in a write of its own, and SQLite runs one write at a time, so no
+# child can appear between the probe and the delete. Nothing deleted: the
+# fence was refused, or children wait; the full ack then tells which.
+ACK_ALONE = f"""DELETE FROM __alkstore_jobs WHERE {_FENCE}
+  AND NOT EXISTS (SELECT 1 FROM __alkstore_deps WHERE parent = :id)
+RETURNING queue"""
 # Many fences in one statement: a JSON array of [id, claim] pairs.
 ACK_MANY = """
 DELETE FROM __alkstore_jobs

@@ -140,9 +140,18 @@ def claim_sync(
 class KitQueue(QueueBase):
     """A :class:`~alkstore.protocols.Queue` over an executor."""
 
-    def __init__(self, ex: Executor[Any], name: str, opts: QueueOpts) -> None:
+    def __init__(
+        self, ex: Executor[Any], name: str, opts: QueueOpts, store: object | None = None
+    ) -> None:
         super().__init__(name, opts)
         self._ex = ex
+        self._store = store
+
+    @property
+    def __alkstore_store__(self) -> object | None:
+        """The store this handle came from: what a worker given only the
+        handle settles its jobs through, one ``ack_each`` per flush (W-6)."""
+        return self._store
 
     def _check_open(self) -> None:
         if self._ex.closed:

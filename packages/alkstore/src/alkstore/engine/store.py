@@ -82,12 +82,13 @@ class KitStore(StoreBase):
     def queue(self, name: str, opts: QueueOpts | None = None) -> KitQueue:
         """A handle on queue *name* that stamps *opts* on its enqueues (Q-1)."""
         self._check_open()
-        return KitQueue(self._ex, validate_name(name, "queue"), check_queue_opts(opts))
+        return KitQueue(self._ex, validate_name(name, "queue"), check_queue_opts(opts), self)
 
     def outbox(self, name: str) -> KitOutbox:
         """The outbox *name*, backed by a reserved queue with fixed opts (Q-20)."""
         self._check_open()
-        return KitOutbox(name, KitQueue(self._ex, outbox_queue_name(name), OUTBOX_OPTS))
+        backing = KitQueue(self._ex, outbox_queue_name(name), OUTBOX_OPTS, self)
+        return KitOutbox(name, backing)
 
     def stream(self, name: str) -> KitStream:
         """A handle on stream *name* (S-1..S-4)."""

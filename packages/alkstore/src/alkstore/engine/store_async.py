@@ -84,12 +84,13 @@ class AsyncKitStore(StoreBase):
     def queue(self, name: str, opts: QueueOpts | None = None) -> AsyncKitQueue:
         """A handle on queue *name* that stamps *opts* on its enqueues (Q-1)."""
         self._check_open()
-        return AsyncKitQueue(self._ex, validate_name(name, "queue"), check_queue_opts(opts))
+        return AsyncKitQueue(self._ex, validate_name(name, "queue"), check_queue_opts(opts), self)
 
     def outbox(self, name: str) -> AsyncKitOutbox:
         """The outbox *name*, backed by a reserved queue with fixed opts (Q-20)."""
         self._check_open()
-        return AsyncKitOutbox(name, AsyncKitQueue(self._ex, outbox_queue_name(name), OUTBOX_OPTS))
+        backing = AsyncKitQueue(self._ex, outbox_queue_name(name), OUTBOX_OPTS, self)
+        return AsyncKitOutbox(name, backing)
 
     def stream(self, name: str) -> AsyncKitStream:
         """A handle on stream *name* (S-1..S-4)."""

@@ -247,6 +247,10 @@ class Worker:
             self._many = False
         for handle in self._queues:
             check_face(handle, _IS_ASYNC)
+        # W-6: what the flushes settle through; a worker given only a queue
+        # handle settles through the store the handle came from, so that
+        # every form of the worker (and the outbox) commits in groups.
+        self._settler: Store | None = store if store is not None else _store_of(self._queues[0])
         self._handler = handler
         self._is_async = is_coroutine_handler(handler)
         self._rate_limit = rate_limit
@@ -518,6 +522,20 @@ def _one_queue(store: Store | None, queue: object, opts: QueueOpts | None) -> Qu
     return handle
 
 
+def _store_of(handle: Queue) -> Store | None:
+    """The store a queue handle came from, when it says (the kit's handles
+    do), of the handle's face; else ``None`` (outcomes settle one by one)."""
+    store = getattr(handle, "__alkstore_store__", None)
+    if store is None or not hasattr(store, "ack_each") or not hasattr(store, "transaction"):
+        return None
+    try:
+        check_face(store, _IS_ASYNC)
+    except InvalidArgument:
+        return None
+    settler: Store = store
+    return settler
+
+
 def _wait_unless(stopping: Callable[[], bool], seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not stopping():
@@ -541,6 +559,7 @@ class _Session:
         self._s = worker._settings
         self._wid = worker.worker_id
         self._store = worker._store
+        self._settler = worker._settler
         self._hold = worker._hold_slots
         self._stopping = StopSignal()  # what should_stop sees (W-12)
         # One lock, three conditions, so that each change wakes only the
@@ -887,7 +906,7 @@ class _Session:
     def _commit(self, live: list[Running]) -> list[bool]:
         """One transaction for the whole group (W-6): the acks of the store's
         own handles in one ``ack_each``, every other outcome beside them."""
-        store = self._store
+        store = self._settler
         batch, rest = split_flush(live) if store is not None else ([], live)
         landed: dict[int, bool] = {}
         # RS-1: results= only when a job keeps one, so that a store wrapping
