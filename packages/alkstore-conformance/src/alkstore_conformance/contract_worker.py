@@ -21,7 +21,7 @@ import queue as queue_mod
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from itertools import pairwise
@@ -694,6 +694,29 @@ class WorkerContract(ContractBase):
         assert len(counted.settles) < 500, (
             f"{len(counted.settles)} settle transactions for 1,000 jobs: no group commit"
         )
+
+    @pytest.mark.clause("W-6")
+    @pytest.mark.sync_only("spies on the sync store's ack_each (the async form: engine tests)")
+    def test_a_worker_given_only_a_queue_handle_settles_in_groups_too(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``Worker(None, handle)`` (the outbox's form) settles through the
+        store that made the handle, one ``ack_each`` per flush."""
+        name = unique()
+        q = store.queue(name, QueueOpts(visibility_timeout_s=LONG_VT_S))
+        ids = q.enqueue_many(list(range(1000)))
+        flushes: list[int] = []
+        real = store.ack_each
+
+        def spy(jobs: Sequence[Any], *args: Any, **kwargs: Any) -> list[bool]:
+            flushes.append(len(jobs))
+            return real(jobs, *args, **kwargs)
+
+        monkeypatch.setattr(store, "ack_each", spy)
+        assert Worker(None, q, _noop, concurrency=16).run_until_empty() == 1000
+        assert q.stats() == QueueStats(name, 0, 0, 0, 0)
+        assert sum(flushes) == len(ids), "a job was settled outside the store's ack_each"
+        assert len(flushes) < 500, f"{len(flushes)} flushes for 1,000 jobs: no group commit"
 
     @pytest.mark.clause("W-6", "W-2")
     def test_worker_heartbeats_a_finished_job_until_its_ack_commits_and_reports_it_after(
