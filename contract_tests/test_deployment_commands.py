@@ -146,6 +146,7 @@ W_MAINT_UNIT = f"{W_MAINT} --grace 25 --metrics-port 127.0.0.1:9466"
 SCHEDULE = "schedule maintenance '@every 5m' --queue maintenance"
 OWNER_MIGRATE = "--url postgresql://alkstore_owner@db.internal/app migrate"
 POOLER_QUEUES = "--url 'postgresql://app@pgbouncer:6432/app?pooler=true&migrate=false' queues"
+WIDTH_MIGRATE = "migrate --url 'postgresql://owner@db/app?partition_width_s=300'"
 
 #: Each command of the guide, and the test below that runs it.
 COMMANDS = {
@@ -164,6 +165,7 @@ COMMANDS = {
     "jobs --queue emails --state dead": "test_metrics_and_listing_commands_show_the_queues",
     POOLER_QUEUES: "test_pooler_command_lists_the_queues",
     "workers": "test_workers_command_lists_the_running_worker",
+    WIDTH_MIGRATE: "test_width_migrate_command_sets_the_partition_width",
 }
 
 
@@ -348,6 +350,25 @@ def test_migrate_commands_create_the_schema(site: Site, tmp_path: Path) -> None:
     site.run("queues", url=site.url_with(urlsplit(worker_url).query))
 
 
+def test_width_migrate_command_sets_the_partition_width(site: Site) -> None:
+    """The width is the schema's, chosen when migrate makes it: on the site's
+    schema (made at the default width) the guide's command is refused; on a
+    new schema it makes partitions of its width. SQLite has no partitions
+    (the option is PostgreSQL's), so there it only migrates."""
+    if site.engine == "sqlite":
+        assert "schema is up to date" in site.run(WIDTH_MIGRATE).stdout
+        return
+    argv = site.argv(WIDTH_MIGRATE)
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert refused.returncode != 0 and "partition_width_s=300" in refused.stderr
+    [at] = [i for i, w in enumerate(argv) if w.startswith("postgresql://")]
+    argv[at] += "&schema=narrow"
+    subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+    with psycopg.connect(site.url) as conn:
+        width = conn.execute("SELECT value FROM narrow.meta WHERE key = 'partition_width_s'")
+        assert width.fetchall() == [("300",)]
+
+
 def test_worker_commands_run_jobs_serve_metrics_and_stop_on_sigterm(site: Site) -> None:
     worker_url = env_file("/etc/alkstore/alkstore.env")["ALKSTORE_URL"]
     emails = site.store.queue("emails")
@@ -474,11 +495,28 @@ def test_pooler_command_lists_the_queues(site: Site) -> None:
 def test_pool_query_shows_the_stores_connections(site: Site) -> None:
     if site.engine != "postgres":
         pytest.skip("pg_stat_activity is PostgreSQL's")
-    [query] = [b.text for b in blocks() if b.lang == "sql"]
+    [query] = [b.text for b in blocks() if b.lang == "sql" and "application_name = 'alkstore'" in b.text]
     site.store.queue("emails").stats()  # the test's store holds a connection
     with psycopg.connect(site.url) as conn:
         rows = conn.execute(query).fetchall()
     assert rows and all(row[0] == "alkstore" for row in rows)
+
+
+def test_every_query_of_the_guide_runs(site: Site) -> None:
+    """The guide's SQL (partitions, pool, bloat, held snapshots) runs as
+    written against a store's database, each statement of each block."""
+    if site.engine != "postgres":
+        pytest.skip("the guide's queries are PostgreSQL's")
+    queries = [b.text for b in blocks() if b.lang == "sql"]
+    assert len(queries) >= 4
+    site.store.queue("emails").enqueue(1)
+    with psycopg.connect(site.url, autocommit=True) as conn:
+        for text in queries:
+            code = re.sub(r"--.*$", "", text, flags=re.M)  # comments may hold a ";"
+            statements = [q for q in code.split(";") if q.strip()]
+            assert statements, text
+            for statement in statements:
+                conn.execute(statement).fetchall()
 
 
 def test_sqlite_backup_command_copies_a_store_in_use(site: Site, tmp_path: Path) -> None:
