@@ -495,7 +495,8 @@ def test_pooler_command_lists_the_queues(site: Site) -> None:
 def test_pool_query_shows_the_stores_connections(site: Site) -> None:
     if site.engine != "postgres":
         pytest.skip("pg_stat_activity is PostgreSQL's")
-    [query] = [b.text for b in blocks() if b.lang == "sql" and "application_name = 'alkstore'" in b.text]
+    pool = "application_name = 'alkstore'"
+    [query] = [b.text for b in blocks() if b.lang == "sql" and pool in b.text]
     site.store.queue("emails").stats()  # the test's store holds a connection
     with psycopg.connect(site.url) as conn:
         rows = conn.execute(query).fetchall()
