@@ -56,6 +56,7 @@ PY = sys.executable
 
 ADAPTERS: dict[str, list[str]] = {
     "alkstore": [PY, str(BENCH / "harness_alkstore.py")],
+    "alkstore-sync": [PY, str(BENCH / "harness_alkstore_sync.py")],
     "awa": [PY, str(BENCH / "harness_awa.py")],
     "procrastinate": [PY, str(BENCH / "harness_procrastinate.py")],
     "pgqueuer": [PY, str(BENCH / "harness_pgqueuer.py")],
@@ -315,6 +316,28 @@ def table_stats(url: str) -> dict[str, Any]:
     }
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of *pids* so far (``/proc``; processes gone count 0)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+def backend_pids(url: str, dbname: str) -> list[int]:
+    with admin(url) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (dbname,),
+        ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
 # ------------------------------------------------------------------ disruptions
 
 
@@ -553,7 +576,7 @@ class Cell:
         self.marks[name] = time.monotonic() - self.tally.t0
 
     def setup(self) -> None:
-        self.dbname = f"scratch_harness_{self.system}"
+        self.dbname = f"scratch_harness_{self.system.replace('-', '_')}"
         with admin(self.admin_url) as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
@@ -636,9 +659,13 @@ def sweep_cell(system: str, workers: int, a: argparse.Namespace, logdir: Path) -
         cell.pacer.mode = "depth"
         cell.mark("start")
         time.sleep(a.warmup)
+        client = [r.proc.pid for r in cell.replicas if r.proc is not None]
+        server = backend_pids(cell.admin_url, cell.dbname)
+        cpu0 = cpu_seconds(client), cpu_seconds(server)
         cell.mark("measure")
         time.sleep(a.measure)
         cell.mark("end")
+        cpu1 = cpu_seconds(client), cpu_seconds(server)
         after = table_stats(cell.url)
         out = {
             "cell": "sweep",
@@ -647,6 +674,10 @@ def sweep_cell(system: str, workers: int, a: argparse.Namespace, logdir: Path) -
             **cell.window("measure", "end"),
         }
         out["bloat"] = bloat(before, after)
+        n = max(out["completed"], 1)
+        out["client_cpu_ms_per_job"] = round((cpu1[0] - cpu0[0]) * 1000 / n, 3)
+        out["server_cpu_ms_per_job"] = round((cpu1[1] - cpu0[1]) * 1000 / n, 3)
+        out["server_backends"] = len(server)
         out["errors"] = cell.tally.errors[:5]
         out["version"] = cell.replicas[0].info.get("version")
         return out
@@ -715,19 +746,23 @@ def disruption_cell(
         time.sleep(a.recovery)
         cell.mark("drain")
         cell.pacer.mode = "off"
+        for r in cell.replicas:  # tokens not yet used are dropped; a call under way finishes
+            r.stop_producing()
         deadline = time.monotonic() + a.drain
-        while time.monotonic() < deadline:
+        settled = 0  # consecutive checks with nothing missing: an enqueue can land late
+        while time.monotonic() < deadline and settled < 3:
+            time.sleep(0.5)
             with cell.tally.lock:
                 missing = len(cell.tally.produced - cell.tally.done)
-            if missing == 0:
-                break
+            settled = settled + 1 if missing == 0 else 0
+            if settled == 1:
+                cell.mark("drained")
             for (
                 r
             ) in cell.replicas:  # a process the disruption ended comes back, as under a supervisor
                 if not r.alive():
                     out["restarted_after_exit"] = out.get("restarted_after_exit", 0) + 1
                     r.start(install=False)
-            time.sleep(0.5)
         cell.mark("end")
         after = table_stats(cell.url)
         base = cell.window("baseline", "chaos")
@@ -742,7 +777,9 @@ def disruption_cell(
         out["produced"] = len(produced)
         out["lost"] = len(produced - done)
         out["ran_twice_or_more"] = completions - len(done)
-        out["drain_s"] = round(cell.marks["end"] - cell.marks["drain"], 1)
+        out["drain_s"] = round(
+            cell.marks.get("drained", cell.marks["end"]) - cell.marks["drain"], 1
+        )
         out["recovery_s"] = recovery_time(per_second, cell.marks, base["throughput"])
         out["worst_second_ratio"] = worst_ratio(per_second, cell.marks, base["throughput"])
         out["exited"] = [
@@ -866,6 +903,7 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         lines += table(["workers", *systems], rows)
         head = ["system", "workers", "jobs/s", "p50 ms", "p95 ms", "p99 ms"]
         head += ["dead tuples before", "after", "table bytes before", "after", "vacuums"]
+        head += ["client CPU ms/job", "server CPU ms/job"]
         rows = []
         for r in sweep:
             b = r["bloat"]
@@ -882,6 +920,8 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                     b["bytes_before"],
                     b["bytes_after"],
                     b["vacuums"],
+                    r.get("client_cpu_ms_per_job"),
+                    r.get("server_cpu_ms_per_job"),
                 ]
             )
         lines += table(head, rows)
@@ -942,7 +982,7 @@ def main(argv: list[str]) -> int:
             "ALKSTORE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
         ),
     )
-    p.add_argument("--systems", nargs="+", default=list(ADAPTERS))
+    p.add_argument("--systems", nargs="+", default=[s for s in ADAPTERS if s != "alkstore-sync"])
     p.add_argument(
         "--cells",
         nargs="+",
@@ -986,6 +1026,7 @@ def main(argv: list[str]) -> int:
             r = fn()
         except Exception as exc:
             r = {**stub, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        r["loadavg_1m_after"] = round(os.getloadavg()[0], 2)  # the machine is shared
         brief = {k: v for k, v in r.items() if k not in ("bloat", "errors")}
         log(f"{label}: {json.dumps(brief)[:400]}")
         results.append(r)
