@@ -467,6 +467,8 @@ class Outage(Disruption):
         cell.timer(self.down_s, lambda: self.end(cell))
 
     def end(self, cell: Cell) -> None:
+        if "outage_end" not in cell.marks:
+            cell.mark("outage_end")  # recovery counts from here, not from the phase's end
         with admin(cell.admin_url) as conn:
             conn.execute(
                 sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS true").format(
@@ -764,6 +766,7 @@ def disruption_cell(
                     out["restarted_after_exit"] = out.get("restarted_after_exit", 0) + 1
                     r.start(install=False)
         cell.mark("end")
+        out["drain_timed_out"] = settled < 3  # then "lost" counts jobs still queued, too
         after = table_stats(cell.url)
         base = cell.window("baseline", "chaos")
         out["baseline"] = base
@@ -781,6 +784,8 @@ def disruption_cell(
             cell.marks.get("drained", cell.marks["end"]) - cell.marks["drain"], 1
         )
         out["recovery_s"] = recovery_time(per_second, cell.marks, base["throughput"])
+        out["per_second"] = per_second[int(cell.marks["baseline"]) :]
+        out["marks"] = {k: round(v - cell.marks["baseline"], 1) for k, v in cell.marks.items()}
         out["worst_second_ratio"] = worst_ratio(per_second, cell.marks, base["throughput"])
         out["exited"] = [
             r.index for r in cell.replicas if r.proc is not None and r.proc.poll() is not None
@@ -797,7 +802,7 @@ def recovery_time(per_second: list[int], marks: dict[str, float], baseline: floa
     """Seconds from the disruption's end to the first second (of recovery or
     drain) with completions at >= 90 % of the baseline rate (upstream's rule);
     None when it never gets there."""
-    start = int(marks["recovery"])
+    start = int(marks.get("outage_end", marks["recovery"]))
     stop = int(marks["drain"])
     for s in range(start, min(stop, len(per_second))):
         if per_second[s] >= 0.9 * baseline:
@@ -883,6 +888,8 @@ def info_text(r: dict[str, Any]) -> str:
     parts = [f"{k} {v}" for k, v in r.get("info", {}).items()]
     if r.get("exited"):
         parts.append(f"exited: replica {r['exited']}")
+    if r.get("drain_timed_out"):
+        parts.append("drain timed out: lost includes jobs still queued")
     if r.get("restarted_after_exit"):
         parts.append(f"restarted after exit: {r['restarted_after_exit']}")
     return ", ".join(parts)
@@ -1009,9 +1016,7 @@ def main(argv: list[str]) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     logdir = Path(os.environ.get("HARNESS_LOGDIR", f"/tmp/alkstore-harness-{started}"))
     logdir.mkdir(parents=True, exist_ok=True)
-    settings = {
-        k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items() if k != "pg_url"
-    }
+    settings = {k: v for k, v in vars(a).items() if k not in ("pg_url", "out")}  # no paths
     meta = {"started": started, "machine": machine(), "settings": settings, "not_run": NOT_RUN}
     results: list[dict[str, Any]] = []
     out_json = a.out / f"harness-{started}.json"
