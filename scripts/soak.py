@@ -796,6 +796,8 @@ def main(argv: list[str] | None = None) -> int:
         else:  # a fixed offered load: no capacity phase
             rate = args.rate
             capacity = rate / args.load
+            load.set_rate(rate)  # before the producer starts: never flat out
+            load.start_producer()
         summary["capacity_per_s"] = round(capacity, 1) if args.rate is None else None
         summary["offered_per_s"] = round(rate, 1)
         log(f"{probe.engine}: capacity {capacity:,.0f} jobs/s; offering {rate:,.0f} jobs/s")
