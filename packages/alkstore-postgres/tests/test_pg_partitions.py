@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_partitions import partitions, past_partition
 from psycopg import sql
 
 from alkstore import JobState
@@ -36,30 +37,12 @@ def _hour_now(admin: Admin) -> int:
 
 
 def _partitions(admin: Admin, schema: str, table: str = "dead") -> set[str]:
-    rows = admin.execute(
-        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
-        "WHERE n.nspname = %s AND p.relname = %s",
-        (schema, table),
-    ).fetchall()
-    return {str(r[0]) for r in rows}
+    return partitions(admin, schema, table)
 
 
 def _past_partition(admin: Admin, schema: str, lo: int, hi: int) -> str:
     """A dead-letter partition for [lo, hi) (epoch seconds), gone by."""
-    name = f"dead_p{lo}_{hi}"
-    admin.execute(
-        sql.SQL(
-            "CREATE TABLE {} PARTITION OF {} "
-            "FOR VALUES FROM (to_timestamp({})) TO (to_timestamp({}))"
-        ).format(
-            sql.Identifier(schema, name),
-            sql.Identifier(schema, "dead"),
-            sql.Literal(lo),
-            sql.Literal(hi),
-        )
-    )
-    return name
+    return past_partition(admin, schema, lo, hi, "dead")
 
 
 _NEXT_ID = [10**12]

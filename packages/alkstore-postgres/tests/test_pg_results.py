@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fix_partitions import partitions, past_partition
 from psycopg import sql
 
 from alkstore import JobState, QueueOpts
@@ -35,30 +36,12 @@ def _hour_name(hour: int) -> str:
 
 
 def _partitions(admin: Admin, schema: str) -> set[str]:
-    rows = admin.execute(
-        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
-        "WHERE n.nspname = %s AND p.relname = 'results'",
-        (schema,),
-    ).fetchall()
-    return {str(r[0]) for r in rows}
+    return partitions(admin, schema, "results")
 
 
 def _past_partition(admin: Admin, schema: str, hour: int) -> str:
     """A partition for an hour gone by (the sweep only ever makes later ones)."""
-    name = _hour_name(hour)
-    admin.execute(
-        sql.SQL(
-            "CREATE TABLE {} PARTITION OF {} "
-            "FOR VALUES FROM (to_timestamp({})) TO (to_timestamp({}))"
-        ).format(
-            sql.Identifier(schema, name),
-            sql.Identifier(schema, "results"),
-            sql.Literal(hour * 3600),
-            sql.Literal((hour + 1) * 3600),
-        )
-    )
-    return name
+    return past_partition(admin, schema, hour * 3600, (hour + 1) * 3600, "results")
 
 
 def _old_result(
