@@ -20,13 +20,13 @@ import argparse
 import os
 import re
 import statistics
-import uuid
 from typing import Any
 
 import psycopg
 
 import alkstore
 from alkstore_postgres._sql import CLAIM, Statements
+from bench.systems import throwaway_database
 
 PG_URL = os.environ.get("ALKSTORE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -71,11 +71,9 @@ def main() -> int:
     parser.add_argument("--pg-url", default=PG_URL)
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    db = f"bench_plans_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(args.pg_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{db}"')
-    url = args.pg_url.rsplit("/", 1)[0] + "/" + db
-    try:
+    with throwaway_database(args.pg_url) as (url, why):
+        if url is None:
+            raise SystemExit(why)
         print("| store | claim | planning ms | execution ms | generic / custom plans |")
         print("|---|---|---:|---:|---:|")
         with psycopg.connect(url, autocommit=True) as conn:
@@ -93,9 +91,6 @@ def main() -> int:
                         f"| {queues:,} queue{'s' if queues > 1 else ''} | {label} | {plan:.3f} "
                         f"| {run:.3f} | {generic} / {custom} |"
                     )
-    finally:
-        with psycopg.connect(args.pg_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
     return 0
 
 

@@ -27,7 +27,6 @@ import json
 import os
 import statistics
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +34,7 @@ import psycopg
 
 import alkstore
 from alkstore.engine.prepare import prepare_job
-from bench.systems import RAW_PG_DDL, RAW_PG_INSERT
+from bench.systems import RAW_PG_DDL, RAW_PG_INSERT, throwaway_database
 
 PG_URL = os.environ.get("ALKSTORE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 NOTIFY = "pg_notify(%(wake)s::text, %(queue)s::text)"
@@ -51,11 +50,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
-    db = f"bench_producer_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(args.pg_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{db}"')
-    url = args.pg_url.rsplit("/", 1)[0] + "/" + db
-    try:
+    with throwaway_database(args.pg_url) as (url, why):
+        if url is None:
+            raise SystemExit(why)
         with (
             alkstore.open(url) as store,
             psycopg.connect(url, autocommit=True) as raw,
@@ -108,9 +105,6 @@ def main() -> int:
                 f"| {name} | {statistics.median(wall[name]):,.0f} | {paired:.2f} "
                 f"| {min(cpu[name]):.0f} |"
             )
-    finally:
-        with psycopg.connect(args.pg_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
     return 0
 
 
