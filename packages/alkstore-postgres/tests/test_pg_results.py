@@ -100,21 +100,59 @@ def test_a_past_partition_whose_results_all_expired_is_dropped_whole(
 
 
 @pytest.mark.clause("RS-3")
-def test_a_past_partition_holding_a_live_result_is_kept_and_its_expired_rows_deleted(
+def test_a_past_partition_holding_a_live_result_keeps_its_recently_expired_rows_for_its_drop(
     store: PostgresStore, admin: Admin
 ) -> None:
-    """RS-3: a result still within its time keeps its partition; the expired rows beside
-    it are deleted one by one, and the live one stays readable."""
-    hour = _hour_now(admin) - 2
+    """RS-3: a result still within its time keeps its partition; a result beside it that
+    expired less than two widths ago is not deleted by row (never shown, never counted)
+    but goes with the partition's drop once the last result in it is past its time, and
+    is counted then (docs/adr/0026)."""
+    hour = _hour_now(admin) - 1
     name = _past_partition(admin, store.schema, hour)
-    _old_result(admin, store.schema, "q", 10**12 + 11, hour, 60)
+    row = admin.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+    assert row is not None
+    just_gone = float(row[0]) - 60 - hour * 3600
+    _old_result(admin, store.schema, "q", 10**12 + 11, hour, just_gone)
     _old_result(admin, store.schema, "q", 10**12 + 12, hour, 10 * 86400)
     q = store.queue("q")
-    assert q.sweep_expired().results == 1
+    assert q.sweep_expired().results == 0
     assert name in _partitions(admin, store.schema)
     kept = q.get_job(10**12 + 12)
     assert kept is not None and (kept.state, kept.result) == (JobState.DONE, "old")
     assert q.get_job(10**12 + 11) is None
+    assert [i.id for i in q.list_jobs(JobState.DONE)] == [10**12 + 12]
+    admin.execute(
+        sql.SQL(
+            "UPDATE {} SET keep_until = clock_timestamp() - interval '1 s' WHERE id = %s"
+        ).format(sql.Identifier(store.schema, "results")),
+        (10**12 + 12,),
+    )
+    assert q.sweep_expired().results == 2
+    assert name not in _partitions(admin, store.schema)
+    assert q.get_job(10**12 + 12) is None
+
+
+@pytest.mark.clause("RS-3")
+def test_results_held_long_past_their_time_by_a_longer_kept_one_are_deleted_by_row(
+    store: PostgresStore, admin: Admin
+) -> None:
+    """RS-3: a result past its time by more than two widths, in a partition that a much
+    longer kept result holds, is deleted by row and counted; the long one stays."""
+    hour = _hour_now(admin) - 4
+    name = _past_partition(admin, store.schema, hour)
+    _old_result(admin, store.schema, "q", 10**12 + 13, hour, 60)
+    _old_result(admin, store.schema, "q", 10**12 + 14, hour, 10 * 86400)
+    q = store.queue("q")
+    assert q.sweep_expired().results == 1
+    assert q.sweep_expired().results == 0
+    assert name in _partitions(admin, store.schema)
+    kept = q.get_job(10**12 + 14)
+    assert kept is not None and kept.result == "old"
+    count = admin.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE id = %s").format(sql.Identifier(store.schema, name)),
+        (10**12 + 13,),
+    ).fetchone()
+    assert count == (0,)
 
 
 @pytest.mark.clause("RS-3")

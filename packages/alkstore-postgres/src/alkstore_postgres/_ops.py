@@ -689,7 +689,12 @@ class OpBook:
         created), skipped when this role may not or the lock is not free at
         once (docs/adr/0026); then Q-12, Q-15..Q-17 in one statement, which
         deletes the dead rows past their retention that no drop took; then
-        the queue's remaining results past their time (docs/adr/0018)."""
+        the results past their time that no drop will take soon: the
+        default partition's and those held in a partition by a much longer
+        kept result, or, when the upkeep was skipped, every past width's
+        (docs/adr/0018, 0026). What follows a drop stays short: the drop's
+        locks on the parent tables are held until the commit, and acks and
+        failures wait on them."""
         upkeep = {"schema": self.schema, "queue": queue, "ahead": RESULT_HOURS_AHEAD}
 
         def plan() -> Plan[SweepResult]:
@@ -698,7 +703,11 @@ class OpBook:
             if row is not None:
                 dropped = (int(row[0]), int(row[1]))
             expired, purged, exhausted, carried = yield Q(self.st.sweep, {"queue": queue}, ONE)
-            deleted = yield Q(self.st.purge_results, {"queue": queue}, ROWCOUNT)
+            # No upkeep: every result past its time goes by row (0 widths).
+            held = {"queue": queue, "held_widths": 0 if row is None else 2}
+            deleted = yield Q(self.st.purge_results, held, ROWCOUNT)
+            if row is not None:
+                deleted += yield Q(self.st.purge_default_results, {"queue": queue}, ROWCOUNT)
             return SweepResult(
                 expired=int(expired),
                 purged=int(purged) + dropped[1],

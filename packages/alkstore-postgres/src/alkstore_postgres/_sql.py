@@ -1649,10 +1649,17 @@ LIST_DONE = (
     + f"WHERE queue = %(queue)s::text AND keep_until > {_NOW} AND id > %(after)s::bigint "
     + "ORDER BY id LIMIT %(limit)s::int"
 )
-# RS-3, after the partition upkeep: the queue's results past their time in
-# the widths before the current one (the default partition's, and those of a
-# partition the upkeep could not drop); the current width's wait for its
-# partition to be dropped whole. Reads never show a result past its time.
+# RS-3, row by row: the queue's results past their time by more than
+# :held_widths partition widths, in the widths before the current one (the
+# current width's wait for its partition to be dropped whole). Reads never
+# show a result past its time. When the partition upkeep could not run (a
+# role without DDL rights, a lock not free at once), every such result goes
+# (0 widths). After it ran, only those held past their time by more than two
+# widths (2): they share a partition with a result kept much longer, which
+# keeps that partition from being dropped; the rest wait for their
+# partition's drop, which takes them whole, so that nothing is deleted by
+# row that a drop removes anyway, and the drop's locks are not held through
+# long deletes (docs/adr/0026).
 PURGE_RESULTS = f"""
 WITH {_CLOCK},
 width AS MATERIALIZED (
@@ -1664,8 +1671,21 @@ DELETE FROM {{schema}}.results
 WHERE queue = %(queue)s::text AND finished_at < (SELECT start FROM hour)
   AND id = ANY (ARRAY (
     SELECT id FROM {{schema}}.results
-    WHERE queue = %(queue)s::text AND keep_until <= {_NOW}
+    WHERE queue = %(queue)s::text
+      AND keep_until <= {_NOW} - make_interval(
+          secs => %(held_widths)s::int * (SELECT w FROM width))
       AND finished_at < (SELECT start FROM hour)
+    FOR UPDATE SKIP LOCKED))
+"""
+# RS-3 after the partition upkeep ran: the default partition's rows past
+# their time, row by row (no drop ever takes them), of any width.
+PURGE_DEFAULT_RESULTS = f"""
+WITH {_CLOCK}
+DELETE FROM {{schema}}.results_default
+WHERE queue = %(queue)s::text
+  AND id = ANY (ARRAY (
+    SELECT id FROM {{schema}}.results_default
+    WHERE queue = %(queue)s::text AND keep_until <= {_NOW}
     FOR UPDATE SKIP LOCKED))
 """
 # RS-3, Q-16 (docs/adr/0026): the partitions of results and dead letters,
@@ -2112,6 +2132,7 @@ class Statements:
         self.get_result = c(GET_RESULT)
         self.list_done = c(LIST_DONE)
         self.purge_results = c(PURGE_RESULTS)
+        self.purge_default_results = c(PURGE_DEFAULT_RESULTS)
         self.partition_upkeep = c(PARTITION_UPKEEP)
         self.dead_drop_before = c(DEAD_DROP_BEFORE)
         self.heartbeat = c(HEARTBEAT)
