@@ -52,7 +52,8 @@ def test_a_short_soak_reports_what_it_measured(tmp_path: Path) -> None:
     summary, samples = data["summary"], data["samples"]
     assert summary["pass"] == (proc.returncode == 0)
     assert summary["capacity_per_s"] > 0
-    assert summary["offered_per_s"] == round(summary["capacity_per_s"] * 0.7, 1)
+    # Both are rounded to 0.1 from unrounded figures: equal to within that.
+    assert abs(summary["offered_per_s"] - summary["capacity_per_s"] * 0.7) <= 0.1
     assert len(samples) >= 5
     times = [s["t_s"] for s in samples]
     assert times == sorted(times)
