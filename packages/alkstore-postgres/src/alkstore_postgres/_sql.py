@@ -1678,14 +1678,22 @@ WHERE queue = %(queue)s::text AND finished_at < (SELECT start FROM hour)
     FOR UPDATE SKIP LOCKED))
 """
 # RS-3 after the partition upkeep ran: the default partition's rows past
-# their time, row by row (no drop ever takes them), of any width.
+# their time in the widths before the current one, row by row (no drop ever
+# takes them); the current width's wait for the width to end, as in
+# PURGE_RESULTS.
 PURGE_DEFAULT_RESULTS = f"""
-WITH {_CLOCK}
+WITH {_CLOCK},
+width AS MATERIALIZED (
+    SELECT COALESCE((SELECT value::float8 FROM {{schema}}.meta
+                     WHERE key = 'partition_width_s'), 3600) AS w),
+hour AS MATERIALIZED (
+    SELECT to_timestamp(floor(extract(epoch FROM {_NOW}) / w) * w) AS start FROM width)
 DELETE FROM {{schema}}.results_default
-WHERE queue = %(queue)s::text
+WHERE queue = %(queue)s::text AND finished_at < (SELECT start FROM hour)
   AND id = ANY (ARRAY (
     SELECT id FROM {{schema}}.results_default
     WHERE queue = %(queue)s::text AND keep_until <= {_NOW}
+      AND finished_at < (SELECT start FROM hour)
     FOR UPDATE SKIP LOCKED))
 """
 # RS-3, Q-16 (docs/adr/0026): the partitions of results and dead letters,
